@@ -1,0 +1,125 @@
+"""Analytic parameter, FLOP and KV-cache accounting for any per-layer shape.
+
+Parameters: every weight the built module has (tests assert equality with the built model).
+Training FLOPs per token follow seed 000 Appendix A.8 (Gemstones' `flops_per_token_gqa`), the
+formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
+
+  forward, per attention layer: QKV projections 2*d*(q + 2*kv), RoPE 3.5*(q + kv),
+    QK^T 1.0*S*q (causal half), softmax 3*S*H, scores x V 2.0*S*q, output projection 2*d*q
+  forward, per sub-MLP of width w: 6*d*w matrices + 10*w elementwise + 2*d residual add
+  forward, per RMSNorm over d_model: 7*d (pre-attention, each sub-MLP, final)
+  forward LM head: 2*d*V (embedding lookups are free)
+  backward: 2x forward, except the three score terms, which take 2.5x.
+
+For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from shapelm.model.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    embedding: int  # input embedding + LM head (untied)
+    attention: int  # Q, K, V, O matrices
+    ffn: int  # all sub-MLP matrices
+    norm: int  # every RMSNorm weight: pre-attention, QK-norms, one per sub-MLP, final
+
+    @property
+    def non_embedding(self) -> int:
+        return self.attention + self.ffn + self.norm
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.non_embedding
+
+    def as_dict(self) -> dict[str, int]:
+        return {**asdict(self), "non_embedding": self.non_embedding, "total": self.total}
+
+
+def param_counts(cfg: ModelConfig) -> ParamCounts:
+    d = cfg.d_model
+    attention = ffn = norm = 0
+    for layer in cfg.layers:
+        attn = layer.attention
+        if attn is not None:
+            attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d
+            norm += d + ((attn.d_attn + attn.kv_width) if cfg.qk_norm else 0)
+        for width in layer.ffn_widths:
+            ffn += 3 * d * width
+            norm += d
+    norm += d  # final norm
+    return ParamCounts(embedding=2 * cfg.vocab_size * d, attention=attention, ffn=ffn, norm=norm)
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Forward FLOPs per token split into the score terms (2.5x backward) and the rest (2x)."""
+
+    forward_dense: float
+    forward_scores: float
+
+    @property
+    def forward(self) -> float:
+        return self.forward_dense + self.forward_scores
+
+    @property
+    def train(self) -> float:
+        return 3.0 * self.forward_dense + 3.5 * self.forward_scores
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = None) -> FlopsPerToken:
+    """Per-token FLOPs by the paper's A.8 accounting at sequence length `seq_len`."""
+    d = cfg.d_model
+    vocab = cfg.vocab_size if vocab_size is None else vocab_size
+    dense = scores = 0.0
+    for layer in cfg.layers:
+        attn = layer.attention
+        if attn is not None:
+            q, kv = attn.d_attn, attn.kv_width
+            dense += 2 * d * (q + 2 * kv) + 3.5 * (q + kv) + 2 * d * q
+            scores += 1.0 * seq_len * q + 3 * seq_len * attn.n_heads + 2.0 * seq_len * q
+            dense += 7 * d  # pre-attention norm
+        for width in layer.ffn_widths:
+            dense += 6 * d * width + 10 * width + 2 * d + 7 * d
+    dense += 7 * d + 2 * d * vocab  # final norm and LM head
+    return FlopsPerToken(forward_dense=dense, forward_scores=scores)
+
+
+def train_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int, vocab_size: int | None = None) -> float:
+    return flops_per_token(cfg, seq_len, vocab_size).train * tokens_per_step
+
+
+def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """The paper's Section 3.2 approximation C_fwd/T = L(8 d a + 2 S a + 6 K d_h d) + 2 d V.
+
+    Generalised to per-layer shapes by summing the per-layer terms. Training FLOPs are about
+    3x this; PROTOCOLS.md notes the x3 misses the printed values by 2-9%.
+    """
+    d = cfg.d_model
+    total = 2.0 * d * cfg.vocab_size
+    for layer in cfg.layers:
+        if layer.attention is not None:
+            a = layer.attention.d_attn
+            total += 8 * d * a + 2 * seq_len * a
+        total += sum(6 * d * w for w in layer.ffn_widths)
+    return total
+
+
+def kv_cache_bytes_per_token(cfg: ModelConfig, bytes_per_element: int = 2) -> int:
+    """M_KV / S = 2 * beta * sum over attention layers of the K (= V) width."""
+    return sum(
+        2 * bytes_per_element * layer.attention.kv_width for layer in cfg.layers if layer.attention
+    )
+
+
+def kv_cache_bytes(cfg: ModelConfig, seq_len: int, bytes_per_element: int = 2) -> int:
+    return kv_cache_bytes_per_token(cfg, bytes_per_element) * seq_len
+
+
+def mla_group_factor(d_attn: int, r_kv: int, d_rope: int) -> float:
+    """Effective grouping g of MLA: caches r_KV + d_rope numbers instead of 2 * d_attn."""
+    return 2 * d_attn / (r_kv + d_rope)

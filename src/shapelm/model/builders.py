@@ -1,0 +1,186 @@
+"""Shape builders: a short architecture spec (a YAML mapping) -> a `ModelConfig`.
+
+    arch = {"kind": "hourglass", "d_model": 2496, "n_layers": 12, "k": 4, "d_h": 2016,
+            "d_attn": 1536, "n_heads": 16}
+    cfg = build_model_config(arch)
+
+Each kind is a function registered with the keys it accepts; an unknown key, a missing key or an
+impossible shape is a `ConfigError` naming the key (prefixed by where the spec came from).
+Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
+`shapelm.model.schedules` (tapered, blocks, lws).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from shapelm.errors import ConfigError
+from shapelm.model.config import NORM_PLACEMENTS, AttentionShape, LayerShape, ModelConfig
+
+# Keys every kind accepts: global model settings.
+COMMON_KEYS: dict[str, Any] = {
+    "vocab_size": 100_352,  # dolma2's 100,278 tokens padded to a multiple of 128, as OLMo-2
+    "max_seq_len": 4096,
+    "rope_theta": 500_000.0,
+    "rope_scaling": None,
+    "norm_eps": 1e-6,
+    "qk_norm": True,
+    "norm_placement": "pre",
+    "init_std": 0.02,
+}
+ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
+
+Builder = Callable[["Spec"], list[LayerShape]]
+_BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
+
+
+class Spec:
+    """Typed access to a spec mapping; errors name `where.key`."""
+
+    def __init__(self, data: dict[str, Any], where: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        self.data = data
+        self.where = where
+
+    def name(self, key: str) -> str:
+        return f"{self.where}.{key}"
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def get(self, key: str, default: Any = ...) -> Any:
+        if key in self.data and self.data[key] is not None:
+            return self.data[key]
+        if default is ...:
+            raise ConfigError(f"{self.name(key)} is required")
+        return default
+
+    def int(self, key: str, default: Any = ..., minimum: int = 1) -> int:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"{self.name(key)} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    def number(self, key: str, default: Any = ..., positive: bool = True) -> float:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (positive and value <= 0):
+            raise ConfigError(f"{self.name(key)} must be a positive number, got {value!r}")
+        return float(value)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.get(key, default)
+        if value not in choices:
+            raise ConfigError(f"{self.name(key)} must be one of {list(choices)}, got {value!r}")
+        return value
+
+
+def register(kind: str, keys: tuple[str, ...]) -> Callable[[Builder], Builder]:
+    def wrap(fn: Builder) -> Builder:
+        _BUILDERS[kind] = (fn, keys)
+        return fn
+
+    return wrap
+
+
+def kinds() -> list[str]:
+    _load_schedule_kinds()
+    return sorted(_BUILDERS)
+
+
+def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig:
+    """Validate `arch` and return the resolved per-layer `ModelConfig`."""
+    _load_schedule_kinds()
+    spec = Spec(arch, where)
+    kind = spec.get("kind")
+    if kind not in _BUILDERS:
+        raise ConfigError(f"{spec.name('kind')}: unknown kind {kind!r}; known: {sorted(_BUILDERS)}")
+    builder, keys = _BUILDERS[kind]
+    allowed = {"kind", *COMMON_KEYS, *keys}
+    unknown = sorted(set(arch) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {unknown} for kind {kind!r}; allowed: {sorted(allowed)}"
+        )
+    layers = builder(spec)
+    settings = {key: arch.get(key, default) for key, default in COMMON_KEYS.items()}
+    if settings["norm_placement"] not in NORM_PLACEMENTS:
+        raise ConfigError(
+            f"{spec.name('norm_placement')} must be one of {list(NORM_PLACEMENTS)}, "
+            f"got {settings['norm_placement']!r}"
+        )
+    try:
+        return ModelConfig(d_model=spec.int("d_model"), layers=layers, **settings)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def attention_shape(spec: Spec, d_model: int | None = None) -> AttentionShape | None:
+    """Read the attention keys: n_heads, optional n_kv_heads (GQA), d_attn or head_dim."""
+    if spec.get("attention", True) is False:
+        return None
+    n_heads = spec.int("n_heads")
+    n_kv_heads = spec.int("n_kv_heads", n_heads)
+    if spec.has("head_dim"):
+        head_dim = spec.int("head_dim")
+        if spec.has("d_attn") and spec.int("d_attn") != n_heads * head_dim:
+            raise ConfigError(
+                f"{spec.name('d_attn')}={spec.get('d_attn')} != n_heads*head_dim={n_heads * head_dim}"
+            )
+    else:
+        d_attn = spec.int("d_attn", d_model if d_model is not None else spec.int("d_model"))
+        if d_attn % n_heads:
+            raise ConfigError(f"{spec.name('n_heads')}={n_heads} does not divide d_attn={d_attn}")
+        head_dim = d_attn // n_heads
+    if n_heads % n_kv_heads:
+        raise ConfigError(f"{spec.name('n_kv_heads')}={n_kv_heads} does not divide n_heads={n_heads}")
+    return AttentionShape(n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim)
+
+
+def _ffn_width(spec: Spec) -> int:
+    if spec.has("d_h") and spec.has("ffn_ratio"):
+        raise ConfigError(f"{spec.where}: give d_h or ffn_ratio, not both")
+    if spec.has("ffn_ratio"):
+        return max(1, round(spec.number("ffn_ratio") * spec.int("d_model")))
+    return spec.int("d_h")
+
+
+@register("conventional", ("d_model", "n_layers", "d_h", "ffn_ratio", *ATTENTION_KEYS))
+def conventional(spec: Spec) -> list[LayerShape]:
+    """One SwiGLU FFN of width d_h per layer; attention at d_attn (default d_model)."""
+    attn = attention_shape(spec)
+    layer = LayerShape(attention=attn, ffn_widths=(_ffn_width(spec),))
+    return [layer] * spec.int("n_layers")
+
+
+@register("hourglass", ("d_model", "n_layers", "k", "d_h", "ffn_ratio", *ATTENTION_KEYS))
+def hourglass(spec: Spec) -> list[LayerShape]:
+    """K residual wide-narrow-wide sub-MLPs of width d_h; attention narrowed to d_attn."""
+    attn = attention_shape(spec)
+    layer = LayerShape(attention=attn, ffn_widths=(_ffn_width(spec),) * spec.int("k"))
+    return [layer] * spec.int("n_layers")
+
+
+@register("explicit", ("d_model", "layers"))
+def explicit(spec: Spec) -> list[LayerShape]:
+    """Every layer spelled out: [{n_heads, n_kv_heads, head_dim | attention: false, ffn: [w, ...]}]."""
+    entries = spec.get("layers")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{spec.name('layers')} must be a non-empty list")
+    layers = []
+    for i, entry in enumerate(entries):
+        sub = Spec(entry, f"{spec.where}.layers[{i}]")
+        unknown = sorted(set(entry) - {"ffn", *ATTENTION_KEYS})
+        if unknown:
+            raise ConfigError(f"{sub.where}: unknown key(s) {unknown}")
+        widths = sub.get("ffn", [])
+        if not isinstance(widths, list):
+            raise ConfigError(f"{sub.name('ffn')} must be a list of widths")
+        attn = attention_shape(sub, d_model=spec.int("d_model"))
+        layers.append(LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in widths)))
+    return layers
+
+
+def _load_schedule_kinds() -> None:
+    # Imported lazily: schedules registers its kinds into this module's registry.
+    from shapelm.model import schedules  # noqa: F401

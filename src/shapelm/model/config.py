@@ -1,0 +1,169 @@
+"""The one way to express an architecture: a `ModelConfig` holding one `LayerShape` per layer.
+
+Every shape in the papers (conventional, hourglass, tapered, three-block, layer-wise scaled,
+no-attention) is a list of per-layer shapes; builders in `shapelm.model.builders` produce them
+from short specs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from shapelm.errors import ConfigError
+
+NORM_PLACEMENTS = ("pre", "reordered")
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """Multi-head (or grouped-query) attention projecting d_model -> d_attn = n_heads * head_dim."""
+
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+
+    @property
+    def d_attn(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def group_size(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One decoder layer: optional attention, then residual SwiGLU sub-MLPs of the given widths.
+
+    `ffn_widths == (d_h,)` is the conventional FFN; `(d_h,) * K` is the hourglass FFN.
+    """
+
+    attention: AttentionShape | None
+    ffn_widths: tuple[int, ...]
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    d_model: int
+    layers: list[LayerShape]
+    max_seq_len: int = 4096
+    rope_theta: float = 500_000.0
+    # YaRN: {"type": "yarn", "factor": s, "original_max_position_embeddings": L0} or None.
+    rope_scaling: dict[str, Any] | None = None
+    norm_eps: float = 1e-6
+    qk_norm: bool = True
+    # "pre": x + f(Norm(x)) (LLaMA, the papers' models); "reordered": x + Norm(f(x)) (OLMo-2).
+    norm_placement: str = "pre"
+    init_std: float = 0.02
+    tie_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        self.layers = [_coerce_layer(layer) for layer in self.layers]
+        self.validate()
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    def validate(self) -> None:
+        if self.vocab_size <= 0:
+            raise ConfigError(f"vocab_size must be positive, got {self.vocab_size}")
+        if self.d_model <= 0:
+            raise ConfigError(f"d_model must be positive, got {self.d_model}")
+        if not self.layers:
+            raise ConfigError("layers: a model needs at least one layer")
+        if self.norm_placement not in NORM_PLACEMENTS:
+            raise ConfigError(
+                f"norm_placement must be one of {NORM_PLACEMENTS}, got {self.norm_placement!r}"
+            )
+        if self.tie_embeddings:
+            raise ConfigError("tie_embeddings: the papers' models use untied embeddings")
+        for i, layer in enumerate(self.layers):
+            attn = layer.attention
+            if attn is not None:
+                for key in ("n_heads", "n_kv_heads", "head_dim"):
+                    if getattr(attn, key) <= 0:
+                        raise ConfigError(f"layers[{i}].attention.{key} must be positive")
+                if attn.n_heads % attn.n_kv_heads:
+                    raise ConfigError(
+                        f"layers[{i}].attention: n_heads={attn.n_heads} is not a multiple of "
+                        f"n_kv_heads={attn.n_kv_heads}"
+                    )
+                if attn.head_dim % 2:
+                    raise ConfigError(f"layers[{i}].attention.head_dim must be even for RoPE")
+            if not layer.ffn_widths and attn is None:
+                raise ConfigError(f"layers[{i}]: a layer needs attention or at least one FFN block")
+            for j, width in enumerate(layer.ffn_widths):
+                if width <= 0:
+                    raise ConfigError(f"layers[{i}].ffn_widths[{j}] must be positive, got {width}")
+        if self.rope_scaling is not None:
+            kind = self.rope_scaling.get("type")
+            if kind != "yarn":
+                raise ConfigError(f"rope_scaling.type must be 'yarn', got {kind!r}")
+            for key in ("factor", "original_max_position_embeddings"):
+                if key not in self.rope_scaling:
+                    raise ConfigError(f"rope_scaling.{key} is required for YaRN")
+
+    @property
+    def has_attention(self) -> bool:
+        return any(layer.attention is not None for layer in self.layers)
+
+    def uniform(self, attr: str) -> Any:
+        """A per-layer attribute when every layer agrees, else None (for summary tables)."""
+        values = {_layer_attr(layer, attr) for layer in self.layers}
+        return values.pop() if len(values) == 1 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown model config key(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _layer_attr(layer: LayerShape, attr: str) -> Any:
+    attn = layer.attention
+    if attr == "d_attn":
+        return attn.d_attn if attn else 0
+    if attr == "ffn_k":
+        return len(layer.ffn_widths)
+    if attr == "ffn_d_h":
+        widths = set(layer.ffn_widths)
+        return widths.pop() if len(widths) == 1 else None
+    if attr in ("n_heads", "n_kv_heads", "head_dim"):
+        return getattr(attn, attr) if attn else 0
+    raise KeyError(attr)
+
+
+def _coerce_layer(layer: Any) -> LayerShape:
+    if isinstance(layer, LayerShape):
+        return layer
+    if not isinstance(layer, dict):
+        raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
+    unknown = sorted(set(layer) - {"attention", "ffn_widths"})
+    if unknown:
+        raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
+    attn = layer.get("attention")
+    if isinstance(attn, dict):
+        bad = sorted(set(attn) - {"n_heads", "n_kv_heads", "head_dim"})
+        if bad:
+            raise ConfigError(f"unknown attention key(s): {', '.join(bad)}")
+        attn = AttentionShape(**attn)
+    return LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in layer.get("ffn_widths", ())))

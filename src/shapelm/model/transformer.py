@@ -1,0 +1,255 @@
+"""A LLaMA/OLMo-2-style causal decoder in which every layer has its own shape.
+
+    x = embed(tokens)
+    for each layer:
+        x = x + Attn(Norm(x))                      (skipped when the layer has no attention)
+        for each sub-MLP width w in the layer:     ([d_h] conventional, [d_h]*K hourglass)
+            x = x + W_up(SiLU(W_gate Norm(x)) * W_in Norm(x))
+    logits = lm_head(Norm(x))
+
+With `norm_placement="reordered"` (OLMo-2) each residual branch is x + Norm(f(x)) instead.
+Attention projects d_model -> d_attn = n_heads * head_dim and back, so d_attn may differ from
+d_model (hourglass attention). No biases; untied embeddings; optional QK-norm over the full
+q and k widths; init N(0, 0.02) truncated at 3 sigma.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from shapelm.model.config import AttentionShape, ModelConfig
+from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
+
+
+class KVCache(Protocol):
+    """What attention needs from a cache; `shapelm.decode` provides a preallocated one."""
+
+    def update(
+        self, layer_idx: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class ModelOutput(NamedTuple):
+    logits: torch.Tensor | None
+    loss: torch.Tensor | None  # cross-entropy + z-loss: what training minimises
+    ce_loss: torch.Tensor | None
+    z_loss: torch.Tensor | None
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x * self.weight.float()).to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, shape: AttentionShape, layer_idx: int) -> None:
+        super().__init__()
+        self.shape = shape
+        self.layer_idx = layer_idx
+        d = cfg.d_model
+        self.q_proj = nn.Linear(d, shape.d_attn, bias=False)
+        self.k_proj = nn.Linear(d, shape.kv_width, bias=False)
+        self.v_proj = nn.Linear(d, shape.kv_width, bias=False)
+        self.o_proj = nn.Linear(shape.d_attn, d, bias=False)
+        self.q_norm = RMSNorm(shape.d_attn, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(shape.kv_width, cfg.norm_eps) if cfg.qk_norm else None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        batch, seq, _ = x.shape
+        s = self.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(batch, seq, s.n_heads, s.head_dim).transpose(1, 2)
+        k = k.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
+        v = v.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        past = 0
+        if kv_cache is not None:
+            k, v = kv_cache.update(self.layer_idx, k, v)
+            past = k.shape[2] - seq
+        if past == 0:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1, enable_gqa=s.group_size > 1)
+        else:
+            mask = None
+            if seq > 1:  # new queries see the whole past and the causal part of themselves
+                idx = torch.arange(seq, device=x.device)
+                mask = torch.ones(seq, past + seq, dtype=torch.bool, device=x.device)
+                mask[:, past:] = idx[:, None] >= idx[None, :]
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=s.group_size > 1)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, s.d_attn))
+
+
+class SwiGLU(nn.Module):
+    """One sub-MLP: W_up(SiLU(W_gate x) * W_in x), d_model -> width -> d_model."""
+
+    def __init__(self, d_model: int, width: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, width, bias=False)
+        self.up_proj = nn.Linear(d_model, width, bias=False)
+        self.down_proj = nn.Linear(width, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        shape = cfg.layers[layer_idx]
+        self.reordered = cfg.norm_placement == "reordered"
+        self.attn = Attention(cfg, shape.attention, layer_idx) if shape.attention else None
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
+        self.mlps = nn.ModuleList(SwiGLU(cfg.d_model, w) for w in shape.ffn_widths)
+        self.mlp_norms = nn.ModuleList(RMSNorm(cfg.d_model, cfg.norm_eps) for _ in shape.ffn_widths)
+
+    def forward(self, x, cos, sin, kv_cache=None):
+        if self.attn is not None:
+            if self.reordered:
+                x = x + self.attn_norm(self.attn(x, cos, sin, kv_cache))
+            else:
+                x = x + self.attn(self.attn_norm(x), cos, sin, kv_cache)
+        for norm, mlp in zip(self.mlp_norms, self.mlps):
+            x = x + (norm(mlp(x)) if self.reordered else mlp(norm(x)))
+        return x
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self._rope: dict[int, tuple[torch.Tensor, float]] = {}
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        std = self.config.init_std
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
+            elif isinstance(module, RMSNorm):
+                nn.init.ones_(module.weight)
+
+    def _cos_sin(self, head_dim: int, positions: torch.Tensor, dtype: torch.dtype):
+        if head_dim not in self._rope:
+            self._rope[head_dim] = rope_inv_freq(head_dim, self.config.rope_theta, self.config.rope_scaling)
+        inv_freq, factor = self._rope[head_dim]
+        return rope_cos_sin(positions, inv_freq, factor, dtype)
+
+    def set_rope_scaling(self, scaling: dict | None) -> None:
+        """Switch RoPE (e.g. to YaRN for context extension); the weights are unchanged."""
+        self.config.rope_scaling = scaling
+        self.config.validate()
+        self._rope.clear()
+
+    def hidden_states(
+        self, input_ids: torch.Tensor, kv_cache: KVCache | None = None, start_pos: int = 0
+    ) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)
+        positions = torch.arange(start_pos, start_pos + input_ids.shape[1], device=input_ids.device)
+        rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        for block in self.layers:
+            cos = sin = None
+            if block.attn is not None:
+                hd = block.attn.shape.head_dim
+                if hd not in rope_tables:
+                    rope_tables[hd] = self._cos_sin(hd, positions, x.dtype)
+                cos, sin = rope_tables[hd]
+            x = block(x, cos, sin, kv_cache)
+        return self.norm(x)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *,
+        z_loss_multiplier: float = 0.0,
+        return_logits: bool = True,
+        loss_chunk_tokens: int | None = None,
+        kv_cache: KVCache | None = None,
+        start_pos: int = 0,
+    ) -> ModelOutput:
+        """`labels` are already aligned with `input_ids` positions (-100 = ignored).
+
+        With `loss_chunk_tokens`, the loss is computed over the vocabulary in token chunks with
+        activation checkpointing, so long sequences never hold [tokens, vocab] logits at once.
+        """
+        h = self.hidden_states(input_ids, kv_cache, start_pos)
+        if labels is None:
+            return ModelOutput(self.lm_head(h), None, None, None)
+        if loss_chunk_tokens and not return_logits:
+            ce_sum, z_sum, count = _chunked_loss_sums(
+                h.flatten(0, 1), self.lm_head.weight, labels.flatten(), loss_chunk_tokens
+            )
+            logits = None
+        else:
+            logits = self.lm_head(h)
+            ce_sum, z_sum, count = _loss_sums(logits.flatten(0, 1), labels.flatten())
+        count = count.clamp(min=1)
+        ce, z = ce_sum / count, z_sum / count
+        loss = ce + z_loss_multiplier * z if z_loss_multiplier else ce
+        return ModelOutput(logits if return_logits else None, loss, ce, z)
+
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        total = sum(p.numel() for p in self.parameters())
+        if exclude_embeddings:
+            total -= self.embed_tokens.weight.numel() + self.lm_head.weight.numel()
+        return total
+
+
+def _loss_sums(logits: torch.Tensor, labels: torch.Tensor):
+    """Summed cross-entropy and summed z = logsumexp^2 over non-ignored tokens, and the count."""
+    logits = logits.float()
+    valid = labels != -100
+    ce = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
+    lse = torch.logsumexp(logits, dim=-1)
+    return (ce * valid).sum(), (lse.pow(2) * valid).sum(), valid.sum()
+
+
+def _chunk_sums(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor):
+    ce, z, _ = _loss_sums(h @ weight.t(), labels)
+    return ce, z
+
+
+def _chunked_loss_sums(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk: int):
+    ce_total = h.new_zeros((), dtype=torch.float32)
+    z_total = h.new_zeros((), dtype=torch.float32)
+    for start in range(0, h.shape[0], chunk):
+        sl = slice(start, start + chunk)
+        ce, z = checkpoint(_chunk_sums, h[sl], weight, labels[sl], use_reentrant=False)
+        ce_total, z_total = ce_total + ce, z_total + z
+    return ce_total, z_total, (labels != -100).sum()
+
+
+def build_model(cfg: ModelConfig, device: str | torch.device = "cpu") -> Transformer:
+    """Build on any device; on "meta" nothing is allocated (8B costs nothing)."""
+    with torch.device(device):
+        return Transformer(cfg)
+
+
+def causal_lm_labels(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a [batch, seq+1] token block into inputs and next-token labels."""
+    return tokens[:, :-1], tokens[:, 1:]
