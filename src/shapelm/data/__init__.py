@@ -1,0 +1,52 @@
+"""Token files, OLMo-2 stage-1 order slicing, validation sets, tokenizers, default corpus.
+
+See docs/DATA.md. Public entry points::
+
+    from shapelm.data import TokenStore, write_token_dir, slice_olmo, fetch_validation
+    from shapelm.data import load_tokenizer, train_bpe, build_default_corpus, load_olmo_config
+"""
+
+from shapelm.data.tokens import TokenStore, read_manifest, write_token_dir
+from shapelm.data.olmo_order import (
+    global_order,
+    n_instances_for_tokens,
+    parse_tokens,
+    plan_slice,
+    slice_olmo,
+)
+
+
+def __getattr__(name):  # lazy: these pull in tokenizers / yaml
+    if name in ("load_olmo_config", "fetch_validation", "validation_sources", "PAPER_VAL_SETS"):
+        from shapelm.data import validation
+
+        return getattr(validation, name)
+    if name in ("load_tokenizer", "train_bpe"):
+        from shapelm.data import tokenizer
+
+        return getattr(tokenizer, name)
+    if name in ("build_default_corpus", "default_documents"):
+        from shapelm.data import corpus
+
+        return getattr(corpus, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "TokenStore",
+    "read_manifest",
+    "write_token_dir",
+    "global_order",
+    "n_instances_for_tokens",
+    "parse_tokens",
+    "plan_slice",
+    "slice_olmo",
+    "load_olmo_config",
+    "fetch_validation",
+    "validation_sources",
+    "PAPER_VAL_SETS",
+    "load_tokenizer",
+    "train_bpe",
+    "build_default_corpus",
+    "default_documents",
+]

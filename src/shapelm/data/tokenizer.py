@@ -1,0 +1,132 @@
+"""Tokenizers: dolma2 (real runs) from a local file or HF cache, or a small byte-level BPE.
+
+``load_tokenizer(spec)`` returns a ``tokenizers.Tokenizer``:
+
+* a path to a ``tokenizer.json``;
+* a directory holding ``tokenizer.json`` (e.g. a downloaded model dir, an HF cache snapshot
+  ``.../models--allenai--dolma2-tokenizer/snapshots/<rev>/``, or the repo cache dir
+  ``.../models--allenai--dolma2-tokenizer`` whose ``refs/main`` snapshot is used);
+* an HF repo id such as ``"allenai/dolma2-tokenizer"``: looked up in the local HF cache
+  (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``), never downloaded;
+* ``"default"`` or ``"default:<vocab>"``: the byte-level BPE of the embedded default corpus,
+  trained once (:func:`shapelm.data.corpus.default_tokenizer`) and cached.
+
+:func:`train_bpe` trains a byte-level BPE with HF ``tokenizers`` (deterministic; special token
+``<|endoftext|>`` is id 0 and serves as EOS).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from shapelm.errors import DataError
+
+EOS_TOKEN = "<|endoftext|>"
+
+
+def _hf_cache_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("HF_HUB_CACHE"):
+        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        dirs.append(Path(os.environ["HF_HOME"]) / "hub")
+    dirs.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return dirs
+
+
+def _find_in_dir(d: Path) -> Path | None:
+    if (d / "tokenizer.json").is_file():
+        return d / "tokenizer.json"
+    snaps = d / "snapshots"
+    if snaps.is_dir():
+        ref = d / "refs" / "main"
+        if ref.is_file():
+            cand = snaps / ref.read_text().strip() / "tokenizer.json"
+            if cand.is_file():
+                return cand
+        for s in sorted(snaps.iterdir()):
+            if (s / "tokenizer.json").is_file():
+                return s / "tokenizer.json"
+    return None
+
+
+def resolve_tokenizer_file(spec: str | os.PathLike) -> Path:
+    """Find the ``tokenizer.json`` a file/dir/repo-id spec refers to (see module docstring)."""
+    p = Path(spec).expanduser()
+    if p.is_file():
+        return p
+    if p.is_dir():
+        f = _find_in_dir(p)
+        if f is None:
+            raise DataError(f"{p}: no tokenizer.json in this directory or its HF snapshots")
+        return f
+    s = str(spec)
+    if "/" in s and not s.startswith((".", "/", "~")) and s.count("/") == 1:
+        repo_dir = "models--" + s.replace("/", "--")
+        for c in _hf_cache_dirs():
+            if (c / repo_dir).is_dir():
+                f = _find_in_dir(c / repo_dir)
+                if f is not None:
+                    return f
+        raise DataError(
+            f"tokenizer {s!r}: not in the local HF cache ({', '.join(map(str, _hf_cache_dirs()))})"
+            "; download it there or pass the path of its tokenizer.json"
+        )
+    raise DataError(f"tokenizer {s!r}: no such file or directory")
+
+
+def load_tokenizer(spec: str | os.PathLike, cache_dir: str | os.PathLike | None = None):
+    """Return a ``tokenizers.Tokenizer`` for ``spec`` (see module docstring)."""
+    from tokenizers import Tokenizer
+
+    s = str(spec)
+    if s == "default" or s.startswith("default:"):
+        from shapelm.data.corpus import DEFAULT_VOCAB, default_tokenizer
+
+        vocab = int(s.split(":", 1)[1]) if ":" in s else DEFAULT_VOCAB
+        return default_tokenizer(vocab_size=vocab, cache_dir=cache_dir)
+    f = resolve_tokenizer_file(spec)
+    try:
+        return Tokenizer.from_file(str(f))
+    except Exception as e:  # tokenizers raises a plain Exception on bad JSON
+        raise DataError(f"{f}: not a valid tokenizers JSON file ({e})") from e
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, out_path: str | os.PathLike | None = None):
+    """Train a byte-level BPE on ``texts`` and return it (saved to ``out_path`` if given).
+
+    Byte-level pre-tokenization (GPT-2 regex, no prefix space), every byte in the initial
+    alphabet (so any text encodes), special token ``<|endoftext|>`` = id 0. Training is
+    deterministic for the same texts and vocab size.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if vocab_size < 256 + 1 + 1:
+        raise DataError(f"vocab_size {vocab_size} too small for a byte-level BPE (>= 258)")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    if out_path is not None:
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(out_path).with_suffix(".tmp")
+        tok.save(str(tmp))
+        os.replace(tmp, out_path)
+    return tok
+
+
+def eos_id_of(tok) -> int:
+    """The id of ``<|endoftext|>`` (dolma2: 100257)."""
+    i = tok.token_to_id(EOS_TOKEN)
+    if i is None:
+        raise DataError(f"tokenizer has no {EOS_TOKEN} token")
+    return int(i)

@@ -1,0 +1,327 @@
+"""Token directories: the data -> train/eval contract of docs/ARCHITECTURE.md.
+
+A token directory holds ``manifest.json`` and one or more raw, headerless, little-endian
+``uint32`` files (``*.u32``), exactly OLMo's on-disk format::
+
+    {"format": "shapelm-tokens-v1", "dtype": "uint32", "vocab_size": 100278, "eos_id": 100257,
+     "files": [{"path": "part-00000.u32", "n_tokens": 123, "sha256": "...", "max_id": 100257}],
+     "n_tokens": 123, ...extra keys (sources, instance_ids, seq_len, ...)}
+
+The stream (all files concatenated in manifest order) is already in training order.
+:class:`TokenStore` memory-maps the files and validates them on open; nothing is loaded whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shapelm.errors import DataError
+
+FORMAT = "shapelm-tokens-v1"
+MANIFEST = "manifest.json"
+DTYPE = np.dtype("<u4")
+#: tokens per chunk when scanning ids or hashing (64 MiB of uint32)
+SCAN_CHUNK = 1 << 24
+
+
+def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 24) -> str:
+    """sha256 hex digest of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk_bytes)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | memoryview) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode())
+
+
+def as_token_array(arr: Any, vocab_size: int, name: str) -> np.ndarray:
+    """Convert ``arr`` to a contiguous little-endian uint32 array, checking ids are valid."""
+    a = np.asarray(arr)
+    if a.dtype.kind not in "ui":
+        raise DataError(f"{name}: token array has dtype {a.dtype}, expected an integer dtype")
+    a = a.reshape(-1)
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < 0:
+            pos = int(np.argmin(a))
+            raise DataError(f"{name}: negative token id {lo} at position {pos}")
+        if hi >= vocab_size:
+            pos = int(np.argmax(a >= vocab_size))
+            raise DataError(
+                f"{name}: token id {int(a[pos])} at position {pos} >= vocab_size {vocab_size}"
+            )
+    return np.ascontiguousarray(a, dtype=DTYPE)
+
+
+def write_token_dir(
+    path: str | os.PathLike,
+    arrays_or_iterable: Any,
+    vocab_size: int,
+    eos_id: int,
+    extra_manifest: dict | None = None,
+    *,
+    overwrite: bool = True,
+) -> dict:
+    """Write a token directory and return its manifest.
+
+    ``arrays_or_iterable`` is one integer array or an iterable of arrays; each array becomes one
+    file ``part-XXXXX.u32`` (empty arrays are skipped). Every file is written to a temp file and
+    renamed into place; ``manifest.json`` is written last (also atomically), so a directory
+    without a manifest is incomplete. ``extra_manifest`` keys are merged into the manifest.
+    """
+    path = Path(path)
+    if (path / MANIFEST).exists() and not overwrite:
+        raise DataError(f"{path / MANIFEST}: token directory already exists")
+    if not 0 <= eos_id < vocab_size:
+        raise DataError(f"{path}: eos_id {eos_id} outside vocab_size {vocab_size}")
+    path.mkdir(parents=True, exist_ok=True)
+    if isinstance(arrays_or_iterable, np.ndarray):
+        arrays_or_iterable = [arrays_or_iterable]
+    files = []
+    for arr in arrays_or_iterable:
+        name = f"part-{len(files):05d}.u32"
+        a = as_token_array(arr, vocab_size, str(path / name))
+        if a.size == 0:
+            continue
+        atomic_write_bytes(path / name, memoryview(a).cast("B"))
+        files.append(
+            {
+                "path": name,
+                "n_tokens": int(a.size),
+                "sha256": hashlib.sha256(memoryview(a).cast("B")).hexdigest(),
+                "max_id": int(a.max()),
+            }
+        )
+    manifest = make_manifest(files, vocab_size, eos_id, extra_manifest)
+    atomic_write_json(path / MANIFEST, manifest)
+    return manifest
+
+
+def make_manifest(files: list[dict], vocab_size: int, eos_id: int, extra: dict | None) -> dict:
+    manifest = {
+        "format": FORMAT,
+        "dtype": "uint32",
+        "vocab_size": int(vocab_size),
+        "eos_id": int(eos_id),
+        "files": files,
+        "n_tokens": int(sum(f["n_tokens"] for f in files)),
+    }
+    for k, v in (extra or {}).items():
+        if k in manifest:
+            raise DataError(f"extra_manifest key {k!r} would overwrite a core manifest key")
+        manifest[k] = v
+    return manifest
+
+
+def read_manifest(path: str | os.PathLike) -> dict:
+    mpath = Path(path) / MANIFEST
+    if not mpath.is_file():
+        raise DataError(f"{mpath}: missing (not a token directory, or an unfinished write)")
+    try:
+        return json.loads(mpath.read_text())
+    except json.JSONDecodeError as e:
+        raise DataError(f"{mpath}: invalid JSON ({e})") from e
+
+
+class TokenStore:
+    """Read-only, memory-mapped view of a token directory.
+
+    Validation on open: format and dtype (must be ``uint32``), every file present with byte size
+    ``n_tokens * 4`` (a size of ``n_tokens * 2`` is reported as probable uint16 data), manifest
+    totals consistent, and (``check_ids=True``) every id ``< vocab_size``, scanned in chunks.
+    ``verify=True`` also recomputes every file's sha256.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, verify: bool = False, check_ids: bool = True):
+        self.path = Path(path)
+        self.manifest = m = read_manifest(self.path)
+        where = self.path / MANIFEST
+        if m.get("format") != FORMAT:
+            raise DataError(f"{where}: format {m.get('format')!r}, expected {FORMAT!r}")
+        if m.get("dtype") != "uint32":
+            raise DataError(
+                f"{where}: dtype {m.get('dtype')!r}; only 'uint32' token files are supported "
+                "(OLMo's memmap_dtype for dolma2 ids, which do not fit in uint16)"
+            )
+        for key in ("vocab_size", "eos_id", "files", "n_tokens"):
+            if key not in m:
+                raise DataError(f"{where}: missing key {key!r}")
+        self.vocab_size = int(m["vocab_size"])
+        self.eos_id = int(m["eos_id"])
+        self.files: list[Path] = []
+        sizes = []
+        for entry in m["files"]:
+            f = self.path / entry["path"]
+            n = int(entry["n_tokens"])
+            if not f.is_file():
+                raise DataError(f"{f}: token file listed in {where} is missing")
+            nbytes = f.stat().st_size
+            if nbytes != n * 4:
+                hint = ""
+                if nbytes == n * 2:
+                    hint = " (the size of uint16 data: this file holds 2-byte ids, not uint32)"
+                elif nbytes == n * 8:
+                    hint = " (the size of 8-byte ids: int64/uint64 data, not uint32)"
+                raise DataError(
+                    f"{f}: {nbytes} bytes but the manifest says {n} uint32 tokens "
+                    f"= {n * 4} bytes{hint}"
+                )
+            if "max_id" in entry and int(entry["max_id"]) >= self.vocab_size:
+                raise DataError(
+                    f"{f}: manifest max_id {entry['max_id']} >= vocab_size {self.vocab_size}"
+                )
+            self.files.append(f)
+            sizes.append(n)
+        self.file_tokens = np.array(sizes, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.file_tokens)]).astype(np.int64)
+        self.n_tokens = int(self.offsets[-1])
+        if self.n_tokens != int(m["n_tokens"]):
+            raise DataError(
+                f"{where}: n_tokens {m['n_tokens']} != sum over files {self.n_tokens}"
+            )
+        self._maps: list[np.ndarray | None] = [None] * len(self.files)
+        if verify:
+            self.verify_checksums()
+        if check_ids:
+            self.check_ids()
+
+    # -- validation -----------------------------------------------------------------------
+    def verify_checksums(self) -> None:
+        for entry, f in zip(self.manifest["files"], self.files):
+            want = entry.get("sha256")
+            if want is None:
+                raise DataError(f"{f}: no sha256 in the manifest to verify against")
+            got = sha256_file(f)
+            if got != want:
+                raise DataError(f"{f}: sha256 mismatch (manifest {want}, file {got})")
+
+    def check_ids(self) -> None:
+        """Scan every file in chunks; raise naming file, position and value of a bad id."""
+        for i, f in enumerate(self.files):
+            mm = self._map(i)
+            for start in range(0, mm.size, SCAN_CHUNK):
+                chunk = mm[start : start + SCAN_CHUNK]
+                if int(chunk.max()) >= self.vocab_size:
+                    pos = start + int(np.argmax(chunk >= self.vocab_size))
+                    raise DataError(
+                        f"{f}: token id {int(mm[pos])} at position {pos} >= vocab_size "
+                        f"{self.vocab_size} (wrong dtype or tokenizer?)"
+                    )
+
+    # -- access -------------------------------------------------------------------------------
+    def _map(self, i: int) -> np.ndarray:
+        mm = self._maps[i]
+        if mm is None:
+            if self.file_tokens[i] == 0:
+                mm = np.zeros(0, dtype=DTYPE)
+            else:
+                mm = np.memmap(self.files[i], dtype=DTYPE, mode="r")
+            self._maps[i] = mm
+        return mm
+
+    def __len__(self) -> int:
+        return self.n_tokens
+
+    def read(self, start: int, length: int) -> np.ndarray:
+        """Tokens ``[start, start + length)`` of the concatenated stream (a new uint32 array)."""
+        if start < 0 or length < 0 or start + length > self.n_tokens:
+            raise DataError(
+                f"{self.path}: read [{start}, {start + length}) outside [0, {self.n_tokens})"
+            )
+        out = np.empty(length, dtype=np.uint32)
+        i = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        done = 0
+        while done < length:
+            lo = start + done - int(self.offsets[i])
+            take = min(length - done, int(self.file_tokens[i]) - lo)
+            if take > 0:
+                out[done : done + take] = self._map(i)[lo : lo + take]
+                done += take
+            i += 1
+        return out
+
+    def n_instances(self, seq_len: int) -> int:
+        """Number of non-overlapping ``seq_len`` windows (the remainder is dropped)."""
+        if seq_len <= 0:
+            raise DataError(f"seq_len must be positive, got {seq_len}")
+        return self.n_tokens // seq_len
+
+    def instance(self, i: int, seq_len: int) -> np.ndarray:
+        """Window ``i``: tokens ``[i * seq_len, (i + 1) * seq_len)`` of the stream."""
+        n = self.n_instances(seq_len)
+        if not 0 <= i < n:
+            raise DataError(f"{self.path}: instance {i} outside [0, {n}) for seq_len {seq_len}")
+        return self.read(i * seq_len, seq_len)
+
+    def instances(self, seq_len: int) -> Iterator[np.ndarray]:
+        """All windows in stream (= training) order."""
+        for i in range(self.n_instances(seq_len)):
+            yield self.instance(i, seq_len)
+
+    def summary(self) -> str:
+        m = self.manifest
+        lines = [
+            f"token dir  {self.path}",
+            f"format     {m['format']}  dtype {m['dtype']}",
+            f"tokens     {self.n_tokens:,} in {len(self.files)} file(s)",
+            f"vocab      {self.vocab_size}  eos {self.eos_id}",
+        ]
+        for key in ("seq_len", "instance_len", "seed", "kind", "name"):
+            if key in m:
+                lines.append(f"{key:<10} {m[key]}")
+        if "sources" in m:
+            lines.append(f"sources    {len(m['sources'])}")
+        ids = m.get("instance_ids")
+        if isinstance(ids, list):
+            lines.append(f"instances  {len(ids):,} (ids inline)")
+        elif isinstance(ids, dict):
+            lines.append(f"instances  {ids.get('count', '?'):,} (ids in {ids.get('file')})")
+        return "\n".join(lines)
+
+
+def iter_chunks(arrays: Iterable[np.ndarray], chunk_tokens: int) -> Iterator[np.ndarray]:
+    """Re-cut a stream of arrays into arrays of exactly ``chunk_tokens`` (last may be shorter)."""
+    buf: list[np.ndarray] = []
+    have = 0
+    for a in arrays:
+        a = np.asarray(a).reshape(-1)
+        while a.size:
+            take = min(a.size, chunk_tokens - have)
+            buf.append(a[:take])
+            have += take
+            a = a[take:]
+            if have == chunk_tokens:
+                yield np.concatenate(buf)
+                buf, have = [], 0
+    if have:
+        yield np.concatenate(buf)
