@@ -123,3 +123,43 @@ def kv_cache_bytes(cfg: ModelConfig, seq_len: int, bytes_per_element: int = 2) -
 def mla_group_factor(d_attn: int, r_kv: int, d_rope: int) -> float:
     """Effective grouping g of MLA: caches r_KV + d_rope numbers instead of 2 * d_attn."""
     return 2 * d_attn / (r_kv + d_rope)
+
+
+SHAPE_COLUMNS = [
+    "run", "d_model", "n_layers", "d_attn", "ffn_k", "ffn_d_h",
+    "params_embedding", "params_attention", "params_ffn", "params_norm",
+    "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
+    "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
+    "kv_bytes_per_token",
+]
+
+
+def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) -> dict[str, object]:
+    """One accounting row; per-layer fields are empty ("") when they vary across layers."""
+    p = param_counts(cfg)
+    per_token = flops_per_token(cfg, seq_len).train
+
+    def uniform(attr: str) -> object:
+        value = cfg.uniform(attr)
+        return "" if value is None else value
+
+    return {
+        "run": run,
+        "d_model": cfg.d_model,
+        "n_layers": cfg.n_layers,
+        "d_attn": uniform("d_attn"),
+        "ffn_k": uniform("ffn_k"),
+        "ffn_d_h": uniform("ffn_d_h"),
+        "params_embedding": p.embedding,
+        "params_attention": p.attention,
+        "params_ffn": p.ffn,
+        "params_norm": p.norm,
+        "params_non_embedding": p.non_embedding,
+        "params_total": p.total,
+        "tokens_per_step": tokens_per_step,
+        "seq_len": seq_len,
+        "train_flops_per_token": per_token,
+        "train_flops_per_step": per_token * tokens_per_step,
+        "train_flops_per_step_approx": 3 * approx_forward_flops_per_token(cfg, seq_len) * tokens_per_step,
+        "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
+    }

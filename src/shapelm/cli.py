@@ -36,10 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
-            if err.name == name:  # that stage is not installed in this build
+            if err.name and name.startswith(err.name):  # that stage is not in this build yet
                 continue
             raise
-        module.add_commands(sub)
+        register = getattr(module, "add_commands", None) or getattr(module, "add_data_commands", None)
+        if register is None:  # a stage module still being written
+            continue
+        register(sub)
     return parser
 
 

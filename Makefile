@@ -1,0 +1,49 @@
+# shapelm: `make test` and `make demo` create the environment on first use.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU torch wheel lies here on the project's machines; elsewhere uv takes it from PyTorch's CPU index.
+WHEELS ?= /opt/wheels
+TORCH_SOURCE := $(if $(wildcard $(WHEELS)/torch-*),--find-links $(WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+CORES ?= 2
+CONFIG ?= configs/default.yaml
+PYTEST_ARGS ?=
+
+.PHONY: env test test-slow demo dry-run plan lock bench clean-demo
+
+env: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install -q uv
+	uv venv -q --allow-existing --python 3.11 $(VENV)
+	VIRTUAL_ENV=$(VENV) uv pip install -q $(TORCH_SOURCE) -r requirements.lock
+	VIRTUAL_ENV=$(VENV) uv pip install -q --no-deps -e .
+	@touch $@
+
+# Unit and integration tests (under 10 minutes on 2 cores); the slow end-to-end runs are in .ci/run.
+test: env
+	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
+
+test-slow: env
+	$(PY) -m pytest -m slow -q $(PYTEST_ARGS)
+
+# The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
+demo: env
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds
+
+# Plan the full paper without running anything.
+dry-run: env
+	$(VENV)/bin/snakemake --configfile configs/paper.yaml -n --quiet rules
+
+plan: env
+	$(VENV)/bin/shapelm plan configs/paper.yaml
+
+bench: env
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Re-resolve the pinned lock after editing pyproject.toml dependencies.
+lock:
+	uv pip compile pyproject.toml --extra test --find-links $(WHEELS) --python-version 3.11 -o requirements.lock
+
+clean-demo:
+	rm -rf work/default results/default paper_figures/default
