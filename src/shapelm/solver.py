@@ -14,8 +14,11 @@ exactly as the model has it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from shapelm.accounting import param_counts
 from shapelm.errors import ConfigError
@@ -62,18 +65,19 @@ def _solve_d_h(arch: dict[str, Any], target: int, count: str) -> float:
 
 
 def _solve_d_model(arch: dict[str, Any], target: int, ratio: float, count: str) -> float:
-    """Bisection on d_model with d_h = ratio * d_model (parameters grow monotonically)."""
-    lo, hi = 8.0, 1.0
-    while count_params({**arch, "d_model": int(hi) or 1, "d_h": max(1, round(ratio * hi))}, count) < target:
-        hi *= 2
-        if hi > 1e6:
-            raise ConfigError("solver: target unreachable with d_model below 1e6")
-    lo = 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        p = count_params({**arch, "d_model": max(1, round(mid)), "d_h": max(1, round(ratio * mid))}, count)
-        lo, hi = (mid, hi) if p < target else (lo, mid)
-    return (lo + hi) / 2
+    """Continuous d_model for d_h = ratio * d_model.
+
+    Parameters are quadratic in d_model along that line, so three exact counts at widths that
+    satisfy every divisibility rule (multiples of the heads) determine it; solve the quadratic.
+    """
+    step = math.lcm(64, int(arch.get("n_heads") or 1))
+    points = [step * n for n in (8, 16, 32)]
+    counts = [count_params({**arch, "d_model": d, "d_h": max(1, round(ratio * d))}, count) for d in points]
+    a, b, c = np.polyfit(points, counts, 2)
+    disc = b * b - 4 * a * (c - target)
+    if a <= 0 or disc < 0:
+        raise ConfigError(f"solver: target {target:,} unreachable with d_h/d_model = {ratio}")
+    return (-b + math.sqrt(disc)) / (2 * a)
 
 
 def solve(
