@@ -1,0 +1,60 @@
+"""Proof-pile perplexity at several context lengths (YaRN paper protocol, PROTOCOLS.md 9).
+
+Documents of at least ``min_tokens`` tokens (default 131,072) from the test split, the first
+``num_docs`` (10); for every evaluated length L each document is truncated to its first L tokens
+and scored in a single window (L - 1 predicted tokens). PPL(L) = exp(mean over documents of the
+per-document mean NLL). The mean of per-document PPLs (what jquesnelle/yarn's script prints) is
+reported beside it as ``mean_doc_ppl``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from shapelm.errors import ConfigError
+
+
+@torch.no_grad()
+def document_nll(model, tokens: np.ndarray, *, loss_chunk_tokens: int = 4096, device=None) -> float:
+    """Mean next-token NLL of one window (no [tokens, vocab] logits are kept)."""
+    device = device or next(model.parameters()).device
+    t = torch.from_numpy(np.asarray(tokens, dtype=np.int64))[None].to(device)
+    out = model(t[:, :-1], t[:, 1:], return_logits=False, loss_chunk_tokens=loss_chunk_tokens)
+    return float(out.ce_loss)
+
+
+def proofpile_perplexity(
+    model,
+    documents: list[np.ndarray],
+    lengths: list[int],
+    *,
+    loss_chunk_tokens: int = 4096,
+) -> dict:
+    """{"lengths", "ppl", "nll", "mean_doc_ppl", "per_document_nll"} keyed by str(length)."""
+    if not documents:
+        raise ConfigError("proofpile: no documents")
+    lengths = sorted(int(x) for x in lengths)
+    if lengths[0] < 2:
+        raise ConfigError("proofpile: lengths must be >= 2")
+    short = [i for i, d in enumerate(documents) if d.size < lengths[-1]]
+    if short:
+        raise ConfigError(
+            f"proofpile: document(s) {short} shorter than the longest length {lengths[-1]}"
+        )
+    was_training = model.training
+    model.eval()
+    res = {"lengths": lengths, "ppl": {}, "nll": {}, "mean_doc_ppl": {}, "per_document_nll": {}}
+    try:
+        for L in lengths:
+            nlls = [document_nll(model, d[:L], loss_chunk_tokens=loss_chunk_tokens) for d in documents]
+            mean = float(np.mean(nlls))
+            res["nll"][str(L)] = mean
+            res["ppl"][str(L)] = math.exp(mean)
+            res["mean_doc_ppl"][str(L)] = float(np.mean([math.exp(x) for x in nlls]))
+            res["per_document_nll"][str(L)] = nlls
+    finally:
+        model.train(was_training)
+    return res

@@ -1,0 +1,180 @@
+"""Generate RULER sample files and evaluate a model on them.
+
+Layout of a generated set ``DIR``::
+
+    DIR/manifest.json                  settings, resources, tokenizer, counts
+    DIR/<length>/<task>.jsonl          samples: index, input, answer_prefix, outputs, length, ...
+
+Evaluation feeds ``input + answer_prefix`` to the model, decodes greedily up to the task's
+generation budget (stopping at EOS), scores with RULER's metric, and writes
+``pred_dir/<length>/<task>.jsonl`` (samples with ``pred``) and a result JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from shapelm.errors import ConfigError, DataError
+from shapelm.longctx.ruler.qa import read_hotpotqa, read_squad, text_qa
+from shapelm.longctx.ruler.scoring import postprocess_pred, ruler_mean, score_task
+from shapelm.longctx.ruler.tasks import SEED, TASK_NAMES, Resources, generate_task
+from shapelm.longctx.ruler.words import read_word_list, word_source
+
+log = logging.getLogger(__name__)
+
+
+def _texts(source, tokenizer) -> list[str]:
+    from shapelm.longctx.sources import decode, is_token_dir, iter_texts, token_dir_documents
+
+    if is_token_dir(source):
+        if tokenizer is None:
+            raise DataError(f"{source}: decoding a token directory needs the tokenizer")
+        return [decode(tokenizer, d) for d in token_dir_documents(source)]
+    return list(iter_texts(source))
+
+
+def load_resources(
+    *,
+    essays=None,
+    squad=None,
+    hotpotqa=None,
+    qa_text=None,
+    words=None,
+    tokenizer=None,
+    essay_max_chars: int | None = 2_000_000,
+    qa_passage_words: int = 50,
+) -> Resources:
+    """Local files for the essay and QA tasks; ``qa_text`` substitutes for missing QA files."""
+    res = Resources()
+    if essays is not None:
+        texts = _texts(essays, tokenizer)
+        res.essay = "".join(texts) if str(essays).endswith(".json") else "\n\n".join(texts)
+        if essay_max_chars:
+            res.essay = res.essay[:essay_max_chars]
+        res.notes["essays"] = str(essays)
+    if squad is not None:
+        res.squad = read_squad(squad)
+        res.notes["squad"] = str(squad)
+    if hotpotqa is not None:
+        res.hotpotqa = read_hotpotqa(hotpotqa)
+        res.notes["hotpotqa"] = str(hotpotqa)
+    if qa_text is not None and (res.squad is None or res.hotpotqa is None):
+        texts = _texts(qa_text, tokenizer)
+        if res.squad is None:
+            res.squad = text_qa(texts, "squad", qa_passage_words)
+            res.notes["squad"] = f"substitute: cloze questions from {qa_text}"
+        if res.hotpotqa is None:
+            res.hotpotqa = text_qa(texts, "hotpotqa", qa_passage_words)
+            res.notes["hotpotqa"] = f"substitute: two-passage cloze questions from {qa_text}"
+    if words is not None:
+        res.word_list = read_word_list(words)
+        res.notes["words"] = str(words)
+    res.notes["word_lists"] = word_source()
+    return res
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def generate_ruler(
+    out_dir,
+    tokenizer,
+    lengths: list[int],
+    num_samples: int,
+    *,
+    tasks: list[str] | None = None,
+    resources: Resources | None = None,
+    seed: int = SEED,
+    tokenizer_name: str = "",
+) -> dict:
+    """Write every task x length sample file and the manifest; returns the manifest."""
+    tasks = tasks or TASK_NAMES
+    unknown = [t for t in tasks if t not in TASK_NAMES]
+    if unknown:
+        raise ConfigError(f"unknown RULER task(s): {unknown}; known: {TASK_NAMES}")
+    out = Path(out_dir)
+    res = resources or Resources()
+    counts = {}
+    for L in lengths:
+        for task in tasks:
+            rows = generate_task(task, tokenizer, L, num_samples, seed=seed, resources=res)
+            write_jsonl(out / str(L) / f"{task}.jsonl", rows)
+            counts[f"{L}/{task}"] = len(rows)
+            log.info("RULER %s @ %d: %d samples", task, L, len(rows))
+    manifest = {
+        "format": "shapelm-ruler-v1",
+        "seed": seed,
+        "lengths": [int(x) for x in lengths],
+        "tasks": tasks,
+        "num_samples": num_samples,
+        "tokenizer": tokenizer_name,
+        "resources": res.notes,
+        "counts": counts,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def evaluate_ruler(
+    model,
+    tokenizer,
+    data_dir,
+    *,
+    lengths: list[int] | None = None,
+    tasks: list[str] | None = None,
+    pred_dir=None,
+    max_samples: int | None = None,
+    eos_id: int | None = None,
+    prefill_chunk: int | None = 8192,
+) -> dict:
+    """Scores {"scores": {length: {task: score, "mean": m}}, "nulls": ...} for a generated set."""
+    from shapelm.longctx.generate import greedy_generate
+    from shapelm.longctx.sources import decode, encode
+
+    data = Path(data_dir)
+    mf = data / "manifest.json"
+    if not mf.is_file():
+        raise DataError(f"{mf}: not a RULER sample set (run `shapelm longctx ruler-generate`)")
+    manifest = json.loads(mf.read_text())
+    lengths = [int(x) for x in (lengths or manifest["lengths"])]
+    tasks = tasks or manifest["tasks"]
+    scores: dict[str, dict] = {}
+    nulls: dict[str, dict] = {}
+    for L in lengths:
+        scores[str(L)], nulls[str(L)] = {}, {}
+        for task in tasks:
+            f = data / str(L) / f"{task}.jsonl"
+            if not f.is_file():
+                raise DataError(f"{f}: missing (generate it with ruler-generate)")
+            rows = read_jsonl(f)[: max_samples or None]
+            preds = []
+            for r in rows:
+                ids = encode(tokenizer, r["input"] + r["answer_prefix"])
+                out = greedy_generate(
+                    model, ids, int(r["tokens_to_generate"]), eos_id=eos_id, prefill_chunk=prefill_chunk
+                )
+                r["pred"] = decode(tokenizer, out)
+                preds.append(r["pred"])
+            s = score_task(task, preds, [r["outputs"] for r in rows])
+            scores[str(L)][task] = s
+            nulls[str(L)][task] = f"{sum(len(postprocess_pred(p)) == 0 for p in preds)}/{len(preds)}"
+            if pred_dir is not None:
+                write_jsonl(Path(pred_dir) / str(L) / f"{task}.jsonl", rows)
+            log.info("RULER %s @ %d: %.2f", task, L, s)
+        scores[str(L)]["mean"] = ruler_mean({t: scores[str(L)][t] for t in tasks})
+    return {"lengths": lengths, "tasks": tasks, "scores": scores, "nulls": nulls, "data": str(data),
+            "complete": sorted(tasks) == sorted(TASK_NAMES)}
