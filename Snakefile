@@ -1,0 +1,18 @@
+# shapelm: every table and figure of the seed papers from one DAG.
+#   snakemake --cores 2                      tiny default on CPU (configs/default.yaml)
+#   snakemake --profile slurm                the papers at full scale (configs/paper.yaml)
+#   snakemake --profile slurm scale_906M     one scale;   table_hourglass_table2: one table;
+#   snakemake --profile slurm run_hg906m_hg  one run (train + every evaluation of it)
+# Rules only call `shapelm` entry points; the logic lives in src/shapelm and is unit-tested.
+
+configfile: "configs/default.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/longctx.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/results.smk"
+include: "workflow/rules/targets.smk"

@@ -1,0 +1,52 @@
+# Config validation (JSON schema + every run's shape) happens here, before any job runs.
+import json
+
+from snakemake.utils import min_version
+
+from shapelm import workflow as wf
+from shapelm.config import config_hash, load_experiment
+
+min_version("9.0")
+
+EXP = load_experiment(config)
+E = EXP.name
+RUNS = list(EXP.runs)
+WORK = wf.work_dir(E)
+RESULTS = wf.results_dir(E)
+FIGURES = wf.figures_dir(E)
+LOGS = f"logs/{E}"
+DATA = EXP.section("data")
+EVAL = EXP.section("eval")
+LONGCTX = EXP.section("longctx")
+DECODE = EXP.section("decode")
+DEFAULT_SOURCE = DATA.get("source", "default") == "default"
+VAL_SETS = DATA.get("validation_sets", [])
+LONGCTX_RUNS = [r for r in RUNS if EXP.run(r)["longctx"]]
+DECODE_RUNS = [r for r in RUNS if EXP.raw["runs"][r].get("decode", False)]
+
+wildcard_constraints:
+    run="|".join(RUNS) or "NONE",
+
+
+def run_dir(run):
+    return f"{WORK}/runs/{run}"
+
+
+def model_file(run):
+    return f"{run_dir(run)}/final/model.safetensors"
+
+
+rule experiment_config:
+    """The merged experiment config, for commands that need the whole experiment."""
+    output:
+        f"{WORK}/experiment.json",
+    params:
+        digest=config_hash(EXP.raw),
+    log:
+        f"{LOGS}/experiment_config.log",
+    run:
+        from shapelm.config import write_json_atomic
+
+        write_json_atomic(output[0], EXP.raw)
+        with open(log[0], "w") as fh:
+            fh.write(f"experiment {E}: {len(RUNS)} runs, config digest {params.digest}\n")

@@ -1,0 +1,77 @@
+# Held-out perplexity and downstream tasks through lm-eval.
+
+
+rule eval_ppl:
+    input:
+        model=lambda w: model_file(w.run),
+        val=val_data(),
+    output:
+        f"{RESULTS}/runs/{{run}}/ppl.json",
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        val_dirs=" ".join(f"$(dirname {p})" for p in val_data()),
+        seq_len=EVAL.get("ppl_seq_len", 4096),
+        max_instances=(
+            f"--max-instances {EVAL['ppl_max_instances']}" if EVAL.get("ppl_max_instances") else ""
+        ),
+        batch=EVAL.get("batch_size", 8),
+    log:
+        f"{LOGS}/runs/{{run}}/eval_ppl.log",
+    resources:
+        gres="gpu:1" if not DEFAULT_SOURCE else "",
+        runtime=240,
+    shell:
+        "shapelm eval ppl --model {params.model_dir} --data {params.val_dirs} "
+        "--seq-len {params.seq_len} {params.max_instances} --batch-size {params.batch} "
+        "--out {output} > {log} 2>&1"
+
+
+if DEFAULT_SOURCE:
+    TASK_DIR = f"{WORK}/data/tasks"
+
+    rule make_tasks:
+        """Small lm-eval tasks generated from the held-out default text, same formats as the real ones."""
+        input:
+            val=val_data(),
+            tokenizer=TOKENIZER,
+        output:
+            f"{TASK_DIR}/tasks.json",
+        params:
+            val_dirs=" ".join(f"$(dirname {p})" for p in val_data()),
+        log:
+            f"{LOGS}/data/make_tasks.log",
+        shell:
+            "shapelm eval make-tasks --text {params.val_dirs} --tokenizer {input.tokenizer} "
+            "--out {TASK_DIR} > {log} 2>&1"
+
+    TASK_INPUTS = [f"{TASK_DIR}/tasks.json"]
+    TASK_DATA_ARG = f"--task-data {TASK_DIR}/tasks.json"
+else:
+    TASK_INPUTS = []
+    TASK_DATA_ARG = " ".join(
+        f"--task-data {k}={v}" for k, v in EVAL.get("task_data", {}).items()
+    )
+
+
+rule downstream:
+    input:
+        model=lambda w: model_file(w.run),
+        tasks=TASK_INPUTS,
+    output:
+        f"{RESULTS}/runs/{{run}}/downstream.json",
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        tasks=",".join(EVAL.get("tasks", [])),
+        task_data=TASK_DATA_ARG,
+        tokenizer=TOKENIZER,
+        limit=f"--limit {EVAL['limit']}" if EVAL.get("limit") else "",
+        batch=EVAL.get("batch_size", 8),
+    log:
+        f"{LOGS}/runs/{{run}}/downstream.log",
+    resources:
+        gres="gpu:1" if not DEFAULT_SOURCE else "",
+        runtime=600,
+    shell:
+        "shapelm eval downstream --model {params.model_dir} --tokenizer {params.tokenizer} "
+        "--tasks {params.tasks} {params.task_data} {params.limit} --batch-size {params.batch} "
+        "--out {output} > {log} 2>&1"

@@ -1,0 +1,38 @@
+# Tables and figures beside the paper's printed values; rows not yet run show as pending.
+from shapelm.results import artifacts as result_artifacts
+
+
+def run_outputs(run):
+    outs = [model_file(run), f"{RESULTS}/runs/{run}/ppl.json", f"{RESULTS}/runs/{run}/downstream.json"]
+    if run in LONGCTX_RUNS:
+        outs += [f"{RESULTS}/runs/{run}/proofpile.json", f"{RESULTS}/runs/{run}/ruler.json"]
+    return outs
+
+
+ALL_RUN_OUTPUTS = [p for r in RUNS for p in run_outputs(r)]
+DECODE_OUTPUTS = [f"{RESULTS}/decode/decode.json"] if DECODE_RUNS else []
+ARTIFACTS = result_artifacts(EXP)
+ARTIFACT_PATHS = [a["path"] for a in ARTIFACTS]
+
+
+def _report(artifact):
+    return report(
+        artifact["path"],
+        caption=artifact.get("caption_file", "../report/caption.rst"),
+        category=artifact.get("category", artifact["kind"]),
+    )
+
+
+rule results:
+    """Every table (CSV, Markdown, LaTeX) and figure (PNG, PDF) of the three papers."""
+    input:
+        experiment=f"{WORK}/experiment.json",
+        runs=ALL_RUN_OUTPUTS,
+        decode=DECODE_OUTPUTS,
+    output:
+        [_report(a) if a.get("report", True) else a["path"] for a in ARTIFACTS],
+    log:
+        f"{LOGS}/results.log",
+    shell:
+        "shapelm results build {input.experiment} --results-dir {RESULTS} "
+        "--figures-dir {FIGURES} --work-dir {WORK} > {log} 2>&1"

@@ -1,0 +1,48 @@
+# Named targets: all, one scale (scale_906M), one table (table_hourglass_table2), one run (run_hg906m_hg).
+
+
+rule all:
+    default_target: True
+    input:
+        ARTIFACT_PATHS,
+
+
+for _scale in EXP.raw["scales"]:
+
+    rule:
+        name:
+            f"scale_{_scale}"
+        localrule: True
+        input:
+            [p for r in EXP.runs_for(scale=_scale) for p in run_outputs(r)],
+
+
+_TABLES = sorted({t for r in RUNS for t in EXP.run(r)["tables"]})
+for _table in _TABLES:
+
+    rule:
+        name:
+            f"table_{_table}"
+        input:
+            experiment=f"{WORK}/experiment.json",
+            runs=[p for r in EXP.runs_for(table=_table) for p in run_outputs(r)],
+            decode=DECODE_OUTPUTS if _table in ("hourglass_table12", "hourglass_fig5_decode") else [],
+        output:
+            touch(f"{RESULTS}/.targets/table_{_table}.done"),
+        params:
+            table=_table,
+        log:
+            f"{LOGS}/table_{_table}.log",
+        shell:
+            "shapelm results build {input.experiment} --only {params.table} --results-dir {RESULTS} "
+            "--figures-dir {FIGURES} --work-dir {WORK} > {log} 2>&1"
+
+
+for _run in RUNS:
+
+    rule:
+        name:
+            f"run_{_run}"
+        localrule: True
+        input:
+            run_outputs(_run),
