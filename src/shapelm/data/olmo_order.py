@@ -15,8 +15,9 @@ The algorithm (allenai/OLMo ``olmo/data/memmap_dataset.py`` and
 
 :func:`slice_olmo` writes those instances, in training order, as a token directory
 (docs/ARCHITECTURE.md). Computing the order needs every file's byte size (``os.stat`` or an
-HTTP ``HEAD``, cached in JSON); only the selected 16 KiB instances are read (``os.preadv`` or
-HTTP ``Range`` requests, adjacent instances coalesced).
+HTTP ``HEAD``, cached in JSON); only the selected 16 KiB instances are read (local files through
+read-only memory maps, one vectorised copy per file and chunk; URLs by HTTP ``Range`` requests,
+adjacent instances coalesced, several files in parallel).
 
 **Shorter sequences (the 113M run's 2048 tokens).** The stream written is the concatenation of
 the selected 4096-token instances in training order. A consumer with ``seq_len=2048`` cuts it into
@@ -37,6 +38,7 @@ import json
 import math
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -44,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from shapelm.errors import DataError
-from shapelm.data.sources import RangeReader, source_sizes
+from shapelm.data.sources import RangeReader, is_url, source_sizes
 from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
@@ -187,6 +189,34 @@ def plan_slice(
     }
 
 
+class _LocalMaps:
+    """Read-only 2-D memmaps ``(instances, instance_len)`` of local sources, LRU-capped."""
+
+    def __init__(self, sources: Sequence[str], counts: np.ndarray, instance_len: int,
+                 max_open: int = 512):
+        self.sources, self.counts, self.instance_len = sources, counts, instance_len
+        self.max_open = max_open
+        self.maps: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    def get(self, i: int) -> np.ndarray:
+        mm = self.maps.get(i)
+        if mm is not None:
+            self.maps.move_to_end(i)
+            return mm
+        n = int(self.counts[i]) * self.instance_len
+        try:
+            mm = np.memmap(self.sources[i], dtype=DTYPE, mode="r", shape=(n,))
+        except FileNotFoundError as e:
+            raise DataError(f"{self.sources[i]}: source file not found") from e
+        except (OSError, ValueError) as e:
+            raise DataError(f"{self.sources[i]}: cannot map {n * 4} bytes ({e})") from e
+        mm = mm.reshape(-1, self.instance_len)
+        self.maps[i] = mm
+        if len(self.maps) > self.max_open:
+            self.maps.popitem(last=False)
+        return mm
+
+
 def _gather(
     buf: np.ndarray,
     file_idx: np.ndarray,
@@ -194,41 +224,53 @@ def _gather(
     sources: Sequence[str],
     instance_len: int,
     pool: ThreadPoolExecutor | None,
+    maps: _LocalMaps | None = None,
     max_run: int = 64,
 ) -> None:
     """Fill row ``r`` of ``buf`` with instance ``local_idx[r]`` of file ``file_idx[r]``.
 
-    Rows are grouped per file and sorted by position; runs of adjacent instances become one
-    scatter read (one ``preadv`` / one HTTP Range request) into their rows of ``buf``.
+    Rows are grouped per file. Local files (with ``maps``) are copied with one vectorised
+    fancy-index per file from a memory map, which touches only the selected instances' pages.
+    URLs: positions are sorted and runs of adjacent instances become one HTTP Range request
+    scattered into their rows of ``buf``; files are fetched concurrently on ``pool``.
     """
     inst_bytes = instance_len * 4
     order = np.lexsort((local_idx, file_idx))
     f_sorted = file_idx[order]
     l_sorted = local_idx[order]
     bounds = np.flatnonzero(np.diff(f_sorted)) + 1
-    groups = np.split(np.arange(order.size), bounds)
+    starts = [0, *bounds.tolist()]
+    ends = [*bounds.tolist(), order.size]
     rows = memoryview(buf).cast("B")
 
-    def do_file(g: np.ndarray) -> None:
-        if g.size == 0:
-            return
-        src = sources[int(f_sorted[g[0]])]
-        loc = l_sorted[g]
-        slots = order[g]
-        # split into runs of consecutive instances, at most max_run long
-        breaks = np.flatnonzero(np.diff(loc) != 1) + 1
+    def do_file(a: int, b: int) -> None:
+        src = sources[int(f_sorted[a])]
+        loc = l_sorted[a:b].tolist()
+        slots = order[a:b].tolist()
         with RangeReader(src) as rd:
-            for run in np.split(np.arange(loc.size), breaks):
-                for k in range(0, run.size, max_run):
-                    r = run[k : k + max_run]
-                    views = [rows[int(s) * inst_bytes : (int(s) + 1) * inst_bytes] for s in slots[r]]
-                    rd.readinto(int(loc[r[0]]) * inst_bytes, views)
+            j, n = 0, len(loc)
+            while j < n:  # a run of adjacent instances (at most max_run) = one scatter read
+                e = j + 1
+                while e < n and e - j < max_run and loc[e] == loc[e - 1] + 1:
+                    e += 1
+                views = [rows[s * inst_bytes : (s + 1) * inst_bytes] for s in slots[j:e]]
+                rd.readinto(loc[j] * inst_bytes, views)
+                j = e
 
+    remote = []
+    for a, b in zip(starts, ends):
+        if b <= a:
+            continue
+        fi = int(f_sorted[a])
+        if maps is not None and not is_url(sources[fi]):
+            buf[order[a:b]] = maps.get(fi)[l_sorted[a:b]]
+        else:
+            remote.append((a, b))
     if pool is None:
-        for g in groups:
-            do_file(g)
+        for a, b in remote:
+            do_file(a, b)
     else:
-        for fut in [pool.submit(do_file, g) for g in groups]:
+        for fut in [pool.submit(do_file, a, b) for a, b in remote]:
             fut.result()
 
 
@@ -262,6 +304,7 @@ def slice_olmo(
     eos_id: int = EOS_ID,
     cache_dir: str | os.PathLike | None = None,
     part_instances: int = 8192,
+    chunk_instances: int = 512,
     workers: int = 8,
     progress: bool = True,
     on_part_done: Callable[[int], None] | None = None,
@@ -274,7 +317,9 @@ def slice_olmo(
     their sizes, the instance ids, seed, token count and per-file sha256. ``seq_len_out`` is the
     window the consumer will use (2048 for the 113M run: each instance becomes two consecutive
     sequences). Resumable (see module docstring); ``on_part_done(i)`` is called after part ``i`` is
-    committed. ``workers`` threads read files concurrently (useful for URLs). Returns the manifest.
+    committed. Each part is gathered ``chunk_instances`` at a time into two reused buffers while a
+    writer thread hashes and appends the previous chunk; ``workers`` threads read files
+    concurrently (useful for URLs). Returns the manifest.
     """
     if not (instance_len % seq_len_out == 0 or seq_len_out % instance_len == 0):
         raise DataError(
@@ -315,13 +360,6 @@ def slice_olmo(
                 done[k] = e
     n_parts = max(1, math.ceil(n_sel / part_instances))
 
-    def commit(i: int, buf: np.ndarray, mx: int) -> dict:
-        name = f"part-{i:05d}.u32"
-        raw = memoryview(buf).cast("B")
-        sha = hashlib.sha256(raw).hexdigest()
-        atomic_write_bytes(out / name, raw)
-        return {"path": name, "n_tokens": int(buf.size), "sha256": sha, "max_id": mx}
-
     from tqdm import tqdm
 
     bar = tqdm(
@@ -331,48 +369,94 @@ def slice_olmo(
         desc=f"slice {out.name}",
         disable=not progress,
     )
+    chunk = max(1, min(chunk_instances, part_instances))
+    # reused gather buffers: one is filled while a writer thread appends and a hasher thread
+    # hashes the previous ones (both release the GIL), so sha256 costs little wall time
+    n_bufs = 3
+    bufs = [np.empty((chunk, instance_len), dtype=DTYPE) for _ in range(n_bufs)]
+    busy: list[tuple | None] = [None] * n_bufs
+    part_max = [0]
     read_pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    maps = _LocalMaps(sources, counts, instance_len)
     writer = ThreadPoolExecutor(1)
-    pending: tuple[int, Future] | None = None
-    spare: list[np.ndarray] = []
+    hasher = ThreadPoolExecutor(1)
 
-    def finish_pending() -> None:
-        nonlocal pending
-        if pending is None:
-            return
-        i, fut = pending
-        pending = None
-        entry, buf = fut.result()
-        spare.append(buf)
-        done[str(i)] = entry
-        atomic_write_json(prog_path, {"plan": plan_key, "parts": done})
-        if on_part_done is not None:
-            on_part_done(i)
+    def hash_and_max(h, raw: memoryview, view: np.ndarray) -> int:
+        h.update(raw)
+        return int(view.max()) if view.size else 0
+
+    def wait_slot(slot: int) -> None:
+        job, busy[slot] = busy[slot], None
+        if job is not None:
+            w, hm, view, f_idx, l_idx = job
+            w.result()
+            if hm.result() >= vocab_size:  # name the file, position and value
+                _check_part(view, f_idx, l_idx, sources, vocab_size)
+            part_max[0] = max(part_max[0], hm.result())
+
+    def wait_all() -> None:
+        errors = []
+        for slot in range(n_bufs):
+            try:
+                wait_slot(slot)
+            except BaseException as e:  # noqa: PERF203
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
     try:
+        k = 0
         for i in range(n_parts):
             lo, hi = i * part_instances, min(n_sel, (i + 1) * part_instances)
             if str(i) in done:
                 bar.update((hi - lo) * instance_len * 4)
                 continue
-            part_ids = ids[lo:hi]
-            f_idx, l_idx = locate(part_ids, counts)
-            buf = spare.pop() if spare else None
-            if buf is None or buf.shape[0] != hi - lo:
-                buf = np.empty((hi - lo, instance_len), dtype=DTYPE)
-            _gather(buf, f_idx, l_idx, sources, instance_len, read_pool)
-            mx = _check_part(buf, f_idx, l_idx, sources, vocab_size)
-            finish_pending()
-            pending = (i, writer.submit(lambda i=i, b=buf, m=mx: (commit(i, b, m), b)))
-            bar.update(buf.nbytes)
-        finish_pending()
+            name = f"part-{i:05d}.u32"
+            tmp = out / f".{name}.tmp"
+            h = hashlib.sha256()
+            part_max[0] = 0
+            with open(tmp, "wb") as fh:
+                try:
+                    for c_lo in range(lo, hi, chunk):
+                        c_hi = min(hi, c_lo + chunk)
+                        slot = k % n_bufs
+                        k += 1
+                        wait_slot(slot)
+                        view = bufs[slot][: c_hi - c_lo]
+                        f_idx, l_idx = locate(ids[c_lo:c_hi], counts)
+                        _gather(view, f_idx, l_idx, sources, instance_len, read_pool, maps)
+                        raw = memoryview(view).cast("B")
+                        busy[slot] = (
+                            writer.submit(fh.write, raw),
+                            hasher.submit(hash_and_max, h, raw, view),  # sha256 + id check
+                            view,
+                            f_idx,
+                            l_idx,
+                        )
+                        bar.update(view.nbytes)
+                    wait_all()
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                except BaseException:
+                    try:
+                        wait_all()
+                    finally:
+                        fh.close()
+                        tmp.unlink(missing_ok=True)
+                    raise
+            os.replace(tmp, out / name)
+            done[str(i)] = {
+                "path": name,
+                "n_tokens": (hi - lo) * instance_len,
+                "sha256": h.hexdigest(),
+                "max_id": part_max[0],
+            }
+            atomic_write_json(prog_path, {"plan": plan_key, "parts": done})
+            if on_part_done is not None:
+                on_part_done(i)
     finally:
-        if pending is not None:  # an error elsewhere: let the in-flight write land, uncommitted
-            try:
-                pending[1].result()
-            except Exception:
-                pass
         writer.shutdown(wait=True)
+        hasher.shutdown(wait=True)
         if read_pool is not None:
             read_pool.shutdown(wait=True)
         bar.close()
