@@ -1,0 +1,127 @@
+"""Decode models for one sequence mixer, built from a `ModelConfig`, and their KV memory model.
+
+    cfg_m = mixer_config(cfg, "gqa", n_kv_heads=4)      # MHA/GQA: only the KV head count changes
+    model = build_decode_model(cfg, "mla", mla=MLASpec(256, 32), device="cuda", dtype=torch.bfloat16)
+    cache = make_cache(model, batch=1, max_len=S)
+
+MHA and GQA use the model's own `Attention` (a `Transformer` of the mixer's config); MLA swaps
+every attention module for `MLAAttention` of the same n_heads/head_dim. `predicted_kv_bytes`
+is Eq. 8 of seed 000, M_KV = 2 beta L S d_attn / g, summed over attention layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from shapelm.accounting import kv_cache_bytes, mla_group_factor
+from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.decode.mla import MLAAttention
+from shapelm.errors import ShapelmError
+from shapelm.model.config import ModelConfig
+from shapelm.model.transformer import RMSNorm, Transformer
+
+MIXERS = ("mha", "gqa", "mla")
+
+
+def mixer_config(cfg: ModelConfig, mixer: str, n_kv_heads: int | None = None) -> ModelConfig:
+    """The config whose attention shapes the mixer uses: MHA (kv heads = heads), GQA (n_kv_heads,
+    default heads // 4 as Table 12's 16 over 4), MLA (unchanged: MLA replaces the module)."""
+    if mixer not in MIXERS:
+        raise ShapelmError(f"unknown mixer {mixer!r}; choose from {MIXERS}")
+    if mixer == "mla":
+        return cfg
+    layers = []
+    for i, layer in enumerate(cfg.layers):
+        attn = layer.attention
+        if attn is not None:
+            kv = attn.n_heads if mixer == "mha" else (n_kv_heads or max(1, attn.n_heads // 4))
+            if attn.n_heads % kv:
+                raise ShapelmError(f"layer {i}: n_kv_heads={kv} does not divide n_heads={attn.n_heads}")
+            attn = dataclasses.replace(attn, n_kv_heads=kv)
+        layers.append(dataclasses.replace(layer, attention=attn))
+    return dataclasses.replace(cfg, layers=layers)
+
+
+def build_decode_model(
+    cfg: ModelConfig,
+    mixer: str = "mha",
+    *,
+    n_kv_heads: int | None = None,
+    mla: MLASpec | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+) -> Transformer:
+    """A randomly initialised (N(0, 0.02) weights, unit norms) model for `mixer`.
+
+    Built on the meta device and materialised directly in `dtype` on `device`, so an 8B model
+    never exists in float32. `model.mixer`/`model.mla` record the arm.
+    """
+    cfg = mixer_config(cfg, mixer, n_kv_heads)
+    if mixer == "mla":
+        mla = mla or MLASpec()
+    with torch.device("meta"):
+        model = Transformer(cfg)
+        if mixer == "mla":
+            for i, block in enumerate(model.layers):
+                if block.attn is not None:
+                    block.attn = MLAAttention(cfg, cfg.layers[i].attention, i, mla)
+    model = model.to(dtype=dtype).to_empty(device=device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight.normal_(0.0, cfg.init_std, generator=gen)
+            elif isinstance(module, RMSNorm):
+                module.weight.fill_(1.0)
+    model.mixer = mixer
+    model.mla = mla if mixer == "mla" else None
+    return model.eval()
+
+
+def make_cache(model: Transformer, batch: int, max_len: int, dtype: torch.dtype | None = None) -> StaticKVCache:
+    p = next(model.parameters())
+    return StaticKVCache(
+        model.config, batch, max_len, dtype=dtype or p.dtype, device=p.device, mla=getattr(model, "mla", None)
+    )
+
+
+def group_factor(cfg: ModelConfig, mixer: str, mla: MLASpec | None = None) -> float:
+    """g of the first attention layer (uniform in every benchmark shape)."""
+    attn = next(layer.attention for layer in cfg.layers if layer.attention)
+    if mixer == "mla":
+        mla = mla or MLASpec()
+        return mla_group_factor(attn.d_attn, mla.r_kv, mla.d_rope)
+    return attn.group_size
+
+
+def predicted_kv_bytes(
+    cfg: ModelConfig, mixer: str, seq_len: int, bytes_per_element: int, batch: int = 1, mla: MLASpec | None = None
+) -> int:
+    """Eq. 8: M_KV = 2 beta S d_attn / g summed over attention layers (x batch).
+
+    `cfg` is the mixer's config (`mixer_config`). For MHA/GQA this is `accounting.kv_cache_bytes`;
+    for MLA g = mla_group_factor(d_attn, r_KV, d_rope). Rounded to whole bytes (g is a float).
+    """
+    if mixer != "mla":
+        return batch * kv_cache_bytes(cfg, seq_len, bytes_per_element)
+    mla = mla or MLASpec()
+    total = 0.0
+    for layer in cfg.layers:
+        if layer.attention:
+            d_attn = layer.attention.d_attn
+            g = mla_group_factor(d_attn, mla.r_kv, mla.d_rope)
+            total += 2 * bytes_per_element * seq_len * d_attn / g
+    return batch * round(total)
+
+
+def pin_rope_tables(model: Transformer, device: torch.device | str) -> None:
+    """Run-time RoPE frequencies live on the model's device (no host copy per step; CUDA graphs)."""
+    heads = {block.attn.shape.head_dim for block in model.layers if block.attn is not None}
+    for hd in heads:
+        model._cos_sin(hd, torch.zeros(1, device=device), torch.float32)  # populates the table
+        inv_freq, factor = model._rope[hd]
+        model._rope[hd] = (inv_freq.to(device), factor)
