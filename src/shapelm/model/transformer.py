@@ -15,6 +15,7 @@ q and k widths; init N(0, 0.02) truncated at 3 sigma.
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple, Protocol
 
 import torch
@@ -142,7 +143,8 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self._rope: dict[int, tuple[torch.Tensor, float]] = {}
-        self.reset_parameters()
+        if not self.lm_head.weight.is_meta:  # meta tensors hold no values to initialise
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -246,8 +248,26 @@ def _chunked_loss_sums(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tens
 
 def build_model(cfg: ModelConfig, device: str | torch.device = "cpu") -> Transformer:
     """Build on any device; on "meta" nothing is allocated (8B costs nothing)."""
+    if torch.device(device).type == "meta":
+        with torch.device("meta"), _skip_init():
+            return Transformer(cfg)
     with torch.device(device):
         return Transformer(cfg)
+
+
+@contextlib.contextmanager
+def _skip_init():
+    """torch's default initialisers on meta tensors load its decomposition machinery (tens of
+    seconds on first use) to produce values that do not exist; skip them while building on meta."""
+    names = ("normal_", "uniform_", "kaiming_uniform_", "trunc_normal_", "ones_", "zeros_")
+    saved = {name: getattr(nn.init, name) for name in names}
+    try:
+        for name in names:
+            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(nn.init, name, fn)
 
 
 def causal_lm_labels(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
