@@ -214,7 +214,7 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> d
         "tables": list(run.get("tables", [])),
         "label": run.get("label", run_name),
         "arch": arch,
-        "model": model.to_dict(),
+        "model": json.loads(json.dumps(model.to_dict())),  # tuples -> lists, as on disk
         "train": recipe.to_dict(),
         "data": merge(data.get("data", {}), scale_cfg.get("data", {})),
         "eval": merge(data.get("eval", {}), run.get("eval", {})),
