@@ -1,0 +1,158 @@
+"""Tables and figures beside the papers' printed values (issue 9).
+
+    build_results(config_or_experiment, results_dir, figures_dir, work_dir) -> list[Path]
+    artifacts(experiment, results_dir=None, figures_dir=None) -> list[dict]
+    write_captions(experiment, report_dir) -> list[Path]
+
+`artifacts()` depends only on the experiment config (never on which runs finished), so the
+Snakefile can declare every path as an output and as a `report()` entry. Each entry:
+{"path", "kind": "table" | "figure", "name", "format", "caption", "caption_path", "category",
+"report": bool (the one file per artifact meant for `snakemake --report`)}.
+See docs/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from shapelm.config import Experiment, load_experiment
+
+log = logging.getLogger(__name__)
+
+CLAIMS_NAME = "derived_claims"
+REPORT_DIR = "workflow/report"
+
+__all__ = ["build_results", "artifacts", "write_captions", "load", "CLAIMS_NAME"]
+
+
+def load(config: str | os.PathLike | Experiment) -> Experiment:
+    return config if isinstance(config, Experiment) else load_experiment(config)
+
+
+def _category(name: str) -> str:
+    if name.startswith("tapered"):
+        return "Tapered LMs (seed 002)"
+    if name.startswith("lws"):
+        return "Layer-wise scaling (seed 003)"
+    if name == CLAIMS_NAME:
+        return "Derived claims"
+    return "Hourglass (seed 000)"
+
+
+def figure_names(exp: Experiment) -> list[str]:
+    from shapelm.results.figures import FIGURES
+
+    return list(FIGURES)
+
+
+def _table_caption(name: str) -> str:
+    from shapelm import reference as R
+    from shapelm.results.tables import TABLE_TITLES
+
+    title = TABLE_TITLES.get(name, f"Table {name} (runs listing it in `tables:`)")
+    paper = R.table_info(name)["caption"] if name in R.tables() else "No values printed in the seed text."
+    return (f"{title}. Each cell: the paper's printed value / ours (difference). Shape columns (params, "
+            f"FLOPs, KV) come from the accounting of the run config; metrics from the per-run result JSONs; "
+            f"'pending' marks runs not finished yet. Paper caption: {paper}")
+
+
+def artifacts(exp: Experiment | str | os.PathLike, results_dir: str | os.PathLike | None = None,
+              figures_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Every file `build_results` writes, in a fixed order, with captions for the report."""
+    from shapelm import workflow
+    from shapelm.results.figures import FIGURES
+    from shapelm.results.tables import regenerated_tables
+
+    exp = load(exp)
+    rdir = Path(results_dir) if results_dir is not None else Path(workflow.results_dir(exp.name))
+    fdir = Path(figures_dir) if figures_dir is not None else Path(workflow.figures_dir(exp.name))
+    out: list[dict[str, Any]] = []
+    for name in regenerated_tables(exp):
+        caption = _table_caption(name)
+        for ext in ("csv", "md", "tex"):
+            out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
+                        "format": ext, "caption": caption, "caption_path": f"{REPORT_DIR}/{name}.rst",
+                        "category": _category(name), "report": ext == "csv"})
+    claims_caption = ("The papers' derived claims (Figure 4 fits and compute saving, decode asymptotes, KV "
+                      "reductions, parameter matching, ...) beside the printed claims: recomputed from the "
+                      "paper's own printed inputs and from ours.")
+    for ext in ("csv", "md"):
+        out.append({"path": str(rdir / "tables" / f"{CLAIMS_NAME}.{ext}"), "kind": "table", "name": CLAIMS_NAME,
+                    "format": ext, "caption": claims_caption, "caption_path": f"{REPORT_DIR}/{CLAIMS_NAME}.rst",
+                    "category": _category(CLAIMS_NAME), "report": ext == "csv"})
+    for name, (_, caption) in FIGURES.items():
+        for ext in ("png", "pdf"):
+            out.append({"path": str(fdir / f"{name}.{ext}"), "kind": "figure", "name": name, "format": ext,
+                        "caption": caption, "caption_path": f"{REPORT_DIR}/figure_{name}.rst",
+                        "category": _category(name), "report": ext == "png"})
+    return out
+
+
+def write_captions(exp: Experiment | str | os.PathLike, report_dir: str | os.PathLike = REPORT_DIR) -> list[Path]:
+    """One reStructuredText caption per artifact (what `report(path, caption=...)` points at)."""
+    from shapelm.results.render import write_atomic
+
+    written: dict[str, Path] = {}
+    for a in artifacts(exp):
+        path = Path(report_dir) / Path(a["caption_path"]).name
+        if str(path) in written:
+            continue
+        write_atomic(path, a["caption"].replace("*", r"\*") + "\n")
+        written[str(path)] = path
+    return list(written.values())
+
+
+def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.PathLike,
+                  figures_dir: str | os.PathLike, work_dir: str | os.PathLike,
+                  report_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Regenerate every table (CSV, Markdown, LaTeX), the derived claims and every figure.
+
+    Whatever per-run results exist are used; missing ones show as "pending". Returns the paths
+    written (exactly `artifacts(exp, results_dir, figures_dir)`'s paths).
+    """
+    from shapelm.results import claims as C
+    from shapelm.results.context import Context
+    from shapelm.results.figures import FIGURES, write_figure
+    from shapelm.results.render import write_atomic, write_table
+    from shapelm.results.tables import build_table, regenerated_tables
+
+    exp = load(config)
+    ctx = Context(exp, results_dir, work_dir)
+    tables_dir = Path(results_dir) / "tables"
+    written: list[Path] = []
+    for name in regenerated_tables(exp):
+        written += write_table(build_table(ctx, name), tables_dir)
+    written += write_claims(C.derived_claims(ctx), tables_dir)
+    for name in FIGURES:
+        written += write_figure(ctx, name, Path(figures_dir))
+    if report_dir is not None:
+        write_captions(exp, report_dir)
+    log.info("results: wrote %d files under %s and %s", len(written), results_dir, figures_dir)
+    return written
+
+
+def write_claims(claims, tables_dir: Path) -> list[Path]:
+    from shapelm.results.claims import CLAIM_COLUMNS, claims_rows
+    from shapelm.results.render import write_atomic
+
+    rows = claims_rows(claims)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CLAIM_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    md = ["### Derived claims: printed vs recomputed", "",
+          "*from paper values*: the claim recomputed from the paper's own printed inputs; *ours*: from this "
+          "experiment's accounting (shape claims) or measured results (metric claims).", "",
+          "| claim | source | paper | from paper values | ours | status | note |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["claim"], r["source"], r["paper"], r["from_paper_values"] or "—", r["ours"], r["status"], r["note"]]
+        md.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    paths = [tables_dir / f"{CLAIMS_NAME}.csv", tables_dir / f"{CLAIMS_NAME}.md"]
+    write_atomic(paths[0], buf.getvalue())
+    write_atomic(paths[1], "\n".join(md) + "\n")
+    return paths

@@ -1,0 +1,74 @@
+"""`shapelm results build CONFIG ...` and `shapelm results list CONFIG`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from shapelm.results.readers import ResultsError
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("results", help="tables and figures beside the papers' printed values")
+    sub = p.add_subparsers(dest="results_command", metavar="SUBCOMMAND", required=True)
+
+    b = sub.add_parser("build", help="regenerate every table, figure and the derived claims")
+    b.add_argument("config", help="experiment config (configs/*.yaml)")
+    b.add_argument("--results-dir", help="results/EXP (per-run JSONs in, tables out); default from the config name")
+    b.add_argument("--figures-dir", help="paper_figures/EXP; default from the config name")
+    b.add_argument("--work-dir", help="work/EXP (metrics.jsonl of each run); default from the config name")
+    b.add_argument("--report-dir", default=None,
+                   help="also write one .rst caption per artifact here (e.g. workflow/report)")
+    b.set_defaults(func=run_build)
+
+    ls = sub.add_parser("list", help="print every artifact build writes (deterministic)")
+    ls.add_argument("config")
+    ls.add_argument("--results-dir")
+    ls.add_argument("--figures-dir")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line, with captions")
+    ls.set_defaults(func=run_list)
+
+    c = sub.add_parser("captions", help="write the .rst captions of every artifact (for snakemake --report)")
+    c.add_argument("config")
+    c.add_argument("--report-dir", default="workflow/report")
+    c.set_defaults(func=run_captions)
+
+
+def _exp(path: str):
+    from shapelm.results import load
+
+    if not Path(path).exists():
+        raise ResultsError(f"{path}: config file not found")
+    return load(path)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from shapelm import workflow
+    from shapelm.results import build_results
+
+    exp = _exp(args.config)
+    rdir = args.results_dir or workflow.results_dir(exp.name)
+    if Path(rdir).exists() and not Path(rdir).is_dir():
+        raise ResultsError(f"--results-dir {rdir}: exists and is not a directory")
+    paths = build_results(exp, rdir, args.figures_dir or workflow.figures_dir(exp.name),
+                          args.work_dir or workflow.work_dir(exp.name), report_dir=args.report_dir)
+    print(f"wrote {len(paths)} files: tables in {Path(rdir) / 'tables'}, figures in "
+          f"{args.figures_dir or workflow.figures_dir(exp.name)}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from shapelm.results import artifacts
+
+    for a in artifacts(_exp(args.config), args.results_dir, args.figures_dir):
+        print(json.dumps(a, ensure_ascii=False) if args.json else f"{a['kind']:6} {a['name']:32} {a['path']}")
+    return 0
+
+
+def run_captions(args: argparse.Namespace) -> int:
+    from shapelm.results import write_captions
+
+    paths = write_captions(_exp(args.config), args.report_dir)
+    print(f"wrote {len(paths)} captions in {args.report_dir}")
+    return 0

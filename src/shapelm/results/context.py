@@ -1,0 +1,158 @@
+"""What a table cell can ask for: a run's accounting (from its run config) and its results files."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
+from shapelm.config import Experiment, run_model_config, run_recipe
+from shapelm.results import readers
+
+# Default context lengths of the decode benchmark (Figure 5) and of the long-context evals.
+DECODE_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
+LONGCTX_LENGTHS = [4096, 8192, 16384, 32768, 65536]
+# MLA setting of seed 000 B.1 (and of shapelm.decode.bench's defaults).
+MLA_R_KV, MLA_D_ROPE = 256, 32
+
+
+def accounting(run: dict[str, Any]) -> dict[str, Any]:
+    """Every shape/accounting number a table may show for one resolved run config."""
+    cfg = run_model_config(run)
+    recipe = run_recipe(run)
+    p = param_counts(cfg)
+    per_token = flops_per_token(cfg, recipe.seq_len).train
+    attn_layers = [layer.attention for layer in cfg.layers if layer.attention is not None]
+    d_h = cfg.uniform("ffn_d_h")
+    return {
+        "kind": run.get("arch", {}).get("kind"),
+        "d_model": cfg.d_model,
+        "n_layers": cfg.n_layers,
+        "d_attn": cfg.uniform("d_attn") if cfg.has_attention else 0,
+        "k": cfg.uniform("ffn_k"),
+        "d_h": d_h,
+        "ffn_ratio": (d_h / cfg.d_model) if d_h else None,
+        "n_heads": attn_layers[0].n_heads if attn_layers else 0,
+        "n_attn_layers": len(attn_layers),
+        "attn_params": p.attention,
+        "ffn_params": p.ffn,
+        "matrices": p.attention + p.ffn,
+        "non_embedding": p.non_embedding,
+        "total_params": p.total,
+        "vocab_size": cfg.vocab_size,
+        "flops_per_token": per_token,
+        "flops_step": per_token * recipe.batch_tokens,
+        "total_compute": per_token * recipe.total_steps * recipe.batch_tokens,
+        "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
+        "seq_len": recipe.seq_len,
+        "batch_tokens": recipe.batch_tokens,
+        "batch_sequences": recipe.batch_sequences,
+        "total_tokens": recipe.total_tokens,
+        "total_steps": recipe.total_steps,
+        "lr": recipe.lr,
+        "warmup_tokens": recipe.warmup_tokens,
+        "weight_decay": recipe.weight_decay,
+    }
+
+
+class Context:
+    """One experiment plus where its results live; every lookup is cached."""
+
+    def __init__(self, exp: Experiment, results_dir: str | os.PathLike, work_dir: str | os.PathLike):
+        self.exp = exp
+        self.results_dir = Path(results_dir)
+        self.work_dir = Path(work_dir)
+
+    # ---- configuration
+    def has_run(self, name: str | None) -> bool:
+        return bool(name) and name in self.exp.runs
+
+    @functools.lru_cache(maxsize=None)
+    def acc(self, name: str | None) -> dict[str, Any] | None:
+        if not self.has_run(name):
+            return None
+        return accounting(self.exp.runs[name])
+
+    def scale_recipe(self, scale: str) -> dict[str, Any] | None:
+        """A scale's merged training recipe and heads (Table 4 / Tapered recipe rows)."""
+        scales = self.exp.raw.get("scales", {})
+        if scale not in scales:
+            return None
+        from shapelm.config import TrainRecipe, merge
+
+        train = merge(self.exp.raw.get("train_defaults", {}), scales[scale].get("train", {}))
+        try:
+            recipe = TrainRecipe.from_dict(train)
+        except Exception:  # an incomplete scale recipe: its rows stay pending
+            return None
+        out = {"lr": recipe.lr, "batch_tokens": recipe.batch_tokens, "batch_sequences": recipe.batch_sequences,
+               "total_tokens": recipe.total_tokens, "warmup_tokens": recipe.warmup_tokens,
+               "seq_len": recipe.seq_len, "weight_decay": recipe.weight_decay,
+               "n_heads": scales[scale].get("n_heads")}
+        runs = [r for r in self.exp.runs.values() if r["scale"] == scale]
+        out["vocab_size"] = runs[0]["model"]["vocab_size"] if runs else None
+        return out
+
+    def runs_for_table(self, table: str) -> list[str]:
+        return [name for name, run in self.exp.runs.items() if table in run["tables"]]
+
+    @functools.cached_property
+    def decode_pairs(self) -> dict[str, tuple[str, str]]:
+        """Scale (lower case) -> (conventional run, hourglass run) of the runs marked `decode: true`."""
+        raw = self.exp.raw.get("runs", {})
+        by_scale: dict[str, dict[str, str]] = {}
+        for name, run in self.exp.runs.items():
+            if not raw.get(name, {}).get("decode"):
+                continue
+            kind = "conv" if run["arch"].get("kind") == "conventional" else "hg"
+            by_scale.setdefault(run["scale"].lower(), {}).setdefault(kind, name)
+        return {s: (d["conv"], d["hg"]) for s, d in by_scale.items() if "conv" in d and "hg" in d}
+
+    # ---- results
+    def run_file(self, run: str, name: str) -> Path:
+        return self.results_dir / "runs" / run / name
+
+    @functools.lru_cache(maxsize=None)
+    def ppl(self, run: str | None) -> readers.PPL | None:
+        return readers.read_ppl(self.run_file(run, "ppl.json")) if run else None
+
+    @functools.lru_cache(maxsize=None)
+    def downstream(self, run: str | None) -> readers.Downstream | None:
+        return readers.read_downstream(self.run_file(run, "downstream.json")) if run else None
+
+    @functools.lru_cache(maxsize=None)
+    def proofpile(self, run: str | None) -> dict[int, float] | None:
+        return readers.read_proofpile(self.run_file(run, "proofpile.json")) if run else None
+
+    @functools.lru_cache(maxsize=None)
+    def ruler(self, run: str | None) -> dict[int, float] | None:
+        return readers.read_ruler(self.run_file(run, "ruler.json")) if run else None
+
+    @functools.cached_property
+    def decode_rows(self) -> list[dict[str, Any]]:
+        return readers.read_decode(self.results_dir / "decode" / "decode.json") or []
+
+    def latency(self, run: str, mixer: str, length: int) -> float | None:
+        return readers.decode_latency(self.decode_rows, run, mixer, length)
+
+    def speedup(self, scale: str, mixer: str, length: int) -> float | None:
+        """Conventional latency / hourglass latency at one context length (Table 12's speedup)."""
+        pair = self.decode_pairs.get(scale.lower())
+        if not pair:
+            return None
+        a, b = self.latency(pair[0], mixer, length), self.latency(pair[1], mixer, length)
+        return a / b if a and b else None
+
+    def decode_lengths(self) -> list[int]:
+        found = sorted({int(r["length"]) for r in self.decode_rows})
+        return found or DECODE_LENGTHS
+
+    @functools.lru_cache(maxsize=None)
+    def curve(self, run: str) -> tuple[list[float], list[float]] | None:
+        records = readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl")
+        if not records or not self.has_run(run):
+            return None
+        xs, ys = readers.loss_curve(records, self.exp.runs[run]["train"]["batch_tokens"])
+        return (xs, ys) if xs else None
