@@ -1,0 +1,225 @@
+"""`shapelm longctx finetune | proofpile | ruler-generate | ruler | report`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from shapelm.errors import ConfigError
+
+
+def _ints(s: str) -> list[int]:
+    try:
+        vals = [int(x) for x in s.replace(" ", "").split(",") if x]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from e
+    if not vals:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return vals
+
+
+def _names(s: str) -> list[str]:
+    return [x for x in s.replace(" ", "").split(",") if x]
+
+
+def _tokenizer(spec):
+    if spec is None:
+        return None
+    from shapelm.data.tokenizer import load_tokenizer
+
+    return load_tokenizer(spec)
+
+
+def _eos(tok):
+    from shapelm.data.tokenizer import EOS_TOKEN
+
+    return tok.token_to_id(EOS_TOKEN) if tok is not None else None
+
+
+def load_model_for_eval(path, device: str = "auto", dtype: str = "auto", factor=None, original=None):
+    """Load ``path`` (or ``path/final``); optionally switch to YaRN (factor, original length)."""
+    import torch
+
+    from shapelm.longctx.yarn import apply_yarn, yarn_scaling
+    from shapelm.model import load_pretrained
+
+    p = Path(path)
+    if (p / "final" / "model_config.json").is_file():
+        p = p / "final"
+    dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    if dtype == "auto":
+        dt = torch.bfloat16 if str(dev).startswith("cuda") else torch.float32
+    else:
+        dt = getattr(torch, dtype)
+    model = load_pretrained(p, device=dev, dtype=dt)
+    if factor is not None:
+        apply_yarn(model, yarn_scaling(factor, original or model.config.max_seq_len))
+    model.eval()
+    return model
+
+
+def _write_json(path, obj) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model dir (save_pretrained output, or a run dir with final/)")
+    p.add_argument("--run", default=None, help="run name in the results (default: the model dir name)")
+    p.add_argument("--factor", type=float, default=None,
+                   help="apply YaRN with this scale before evaluating (a finetuned model already carries it)")
+    p.add_argument("--original", type=int, default=None, help="original context length for --factor")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16")
+
+
+def _run_name(args) -> str:
+    if args.run:
+        return args.run
+    p = Path(args.model).resolve()
+    return p.parent.name if p.name == "final" else p.name
+
+
+def cmd_finetune(args) -> int:
+    from shapelm.longctx.finetune import FinetuneConfig, yarn_finetune
+
+    cfg = FinetuneConfig(
+        steps=args.steps, lr=args.lr, batch=args.batch, micro_batch=args.micro_batch, seq_len=args.seq_len,
+        factor=args.factor, original=args.original, warmup=args.warmup, schedule=args.schedule,
+        seed=args.seed, loss_chunk_tokens=args.loss_chunk_tokens, checkpoint_every=args.checkpoint_every,
+        device=args.device, activation_checkpointing=not args.no_activation_checkpointing,
+    )
+    out = yarn_finetune(args.model, args.data, args.out, cfg, tokenizer=_tokenizer(args.tokenizer),
+                        max_steps_this_call=args.max_steps_this_call)
+    print(out)
+    return 0
+
+
+def cmd_proofpile(args) -> int:
+    from shapelm.longctx.proofpile import proofpile_perplexity
+    from shapelm.longctx.sources import load_documents
+
+    tok = _tokenizer(args.tokenizer)
+    docs = load_documents(args.docs, tok, min_tokens=args.min_tokens, num_docs=args.num_docs, text_key=args.text_key)
+    model = load_model_for_eval(args.model, args.device, args.dtype, args.factor, args.original)
+    res = proofpile_perplexity(model, docs, args.lengths, loss_chunk_tokens=args.loss_chunk_tokens)
+    res.update(kind="proofpile", run=_run_name(args), model=str(args.model), docs=str(args.docs),
+               min_tokens=args.min_tokens, num_docs=args.num_docs, rope_scaling=model.config.rope_scaling)
+    _write_json(args.out, res)
+    for L in res["lengths"]:
+        print(f"{L}\t{res['ppl'][str(L)]:.4f}")
+    return 0
+
+
+def cmd_ruler_generate(args) -> int:
+    from shapelm.longctx.ruler.run import generate_ruler, load_resources
+
+    tok = _tokenizer(args.tokenizer)
+    res = load_resources(essays=args.essays, squad=args.squad, hotpotqa=args.hotpotqa, qa_text=args.qa_text,
+                         words=args.words, tokenizer=tok)
+    m = generate_ruler(args.out, tok, args.lengths, args.samples, tasks=args.tasks, resources=res,
+                       seed=args.seed, tokenizer_name=str(args.tokenizer))
+    print(json.dumps(m["counts"]))
+    return 0
+
+
+def cmd_ruler(args) -> int:
+    from shapelm.longctx.ruler.run import evaluate_ruler
+
+    tok = _tokenizer(args.tokenizer)
+    model = load_model_for_eval(args.model, args.device, args.dtype, args.factor, args.original)
+    res = evaluate_ruler(model, tok, args.data, lengths=args.lengths, tasks=args.tasks, pred_dir=args.pred_dir,
+                         max_samples=args.max_samples, eos_id=_eos(tok), prefill_chunk=args.prefill_chunk)
+    res.update(kind="ruler", run=_run_name(args), model=str(args.model), rope_scaling=model.config.rope_scaling)
+    _write_json(args.out, res)
+    for L, s in res["scores"].items():
+        print(f"{L}\tmean {s['mean']:.2f}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from shapelm.longctx.report import write_longctx_report
+
+    if not args.results:
+        raise ConfigError("longctx report: no --results files")
+    paths = write_longctx_report(args.results, args.tables, args.figures)
+    for p in paths.values():
+        print(p)
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    top = subparsers.add_parser("longctx", help="YaRN context extension, Proof-pile PPL, RULER")
+    sub = top.add_subparsers(dest="longctx_command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("finetune", help="YaRN finetune (Peng et al. recipe), resumable")
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True, help="token dir, or text source (dir of .txt, .jsonl) with --tokenizer")
+    p.add_argument("--out", required=True)
+    p.add_argument("--tokenizer", default=None, help="model tokenizer spec (needed for text sources)")
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--batch", type=int, default=64, help="global batch (segments)")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=65_536)
+    p.add_argument("--factor", type=float, default=16.0, help="YaRN scale s (default 16: 4096 -> 65,536)")
+    p.add_argument("--original", type=int, default=4096, help="original context length L0")
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--schedule", choices=["linear", "constant"], default="linear",
+                   help="after warm-up: linear decay to 0 (yarn's DeepSpeed WarmupDecayLR) or constant")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--loss-chunk-tokens", type=int, default=4096)
+    p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--no-activation-checkpointing", action="store_true")
+    p.add_argument("--max-steps-this-call", type=int, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("proofpile", help="perplexity of long documents at several lengths")
+    _model_args(p)
+    p.add_argument("--docs", required=True, help="token dir, .jsonl, .json, .txt or dir of .txt")
+    p.add_argument("--tokenizer", default=None, help="needed for text sources")
+    p.add_argument("--lengths", type=_ints, default=[4096, 8192, 16384, 32768, 65536])
+    p.add_argument("--min-tokens", type=int, default=131_072)
+    p.add_argument("--num-docs", type=int, default=10)
+    p.add_argument("--text-key", default="text")
+    p.add_argument("--loss-chunk-tokens", type=int, default=4096)
+    p.add_argument("--out", required=True, help="result JSON")
+    p.set_defaults(func=cmd_proofpile)
+
+    p = sub.add_parser("ruler-generate", help="write RULER samples for every task and length")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--lengths", type=_ints, default=[4096, 8192, 16384, 32768, 65536])
+    p.add_argument("--samples", type=int, default=500)
+    p.add_argument("--tasks", type=_names, default=None, help="comma-separated (default: all 13)")
+    p.add_argument("--essays", default=None, help="PaulGrahamEssays.json, .txt, dir of .txt or token dir")
+    p.add_argument("--squad", default=None, help="SQuAD v2 dev JSON")
+    p.add_argument("--hotpotqa", default=None, help="HotpotQA dev distractor JSON")
+    p.add_argument("--qa-text", default=None, help="text source for substitute QA when --squad/--hotpotqa are absent")
+    p.add_argument("--words", default=None, help="extra word list (one per line, or english_words.json)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_ruler_generate)
+
+    p = sub.add_parser("ruler", help="greedy-decode and score a RULER sample set")
+    _model_args(p)
+    p.add_argument("--data", required=True, help="output dir of ruler-generate")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--lengths", type=_ints, default=None)
+    p.add_argument("--tasks", type=_names, default=None)
+    p.add_argument("--max-samples", type=int, default=None)
+    p.add_argument("--prefill-chunk", type=int, default=8192)
+    p.add_argument("--pred-dir", default=None)
+    p.add_argument("--out", required=True, help="result JSON")
+    p.set_defaults(func=cmd_ruler)
+
+    p = sub.add_parser("report", help="long-context table (CSV/JSON) and figure (PNG/PDF)")
+    p.add_argument("--results", nargs="+", required=True)
+    p.add_argument("--tables", required=True)
+    p.add_argument("--figures", required=True)
+    p.set_defaults(func=cmd_report)

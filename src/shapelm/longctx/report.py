@@ -1,0 +1,125 @@
+"""The long-context table and figure: Proof-pile PPL and RULER score vs context length, per run.
+
+Input: result JSON files written by ``shapelm longctx proofpile`` and ``shapelm longctx ruler``
+(``{"kind": "proofpile"|"ruler", "run": NAME, ...}``), or combined ``{"run", "proofpile",
+"ruler"}`` objects. Results of the same run are merged.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+from shapelm.longctx.ruler.tasks import TASK_NAMES
+
+TABLE = "longctx"
+
+
+def _load(item) -> dict:
+    if isinstance(item, dict):
+        return item
+    return json.loads(Path(item).read_text())
+
+
+def collect(results_jsons) -> dict[str, dict]:
+    """{run: {"proofpile": {length: ppl}, "ruler": {length: {task: score, "mean": m}}}}."""
+    runs: dict[str, dict] = {}
+    for item in results_jsons:
+        obj = _load(item)
+        run = obj.get("run") or "run"
+        entry = runs.setdefault(run, {"proofpile": {}, "ruler": {}})
+        parts = []
+        if obj.get("kind") in ("proofpile", "ruler"):
+            parts.append((obj["kind"], obj))
+        for kind in ("proofpile", "ruler"):
+            if isinstance(obj.get(kind), dict):
+                parts.append((kind, obj[kind]))
+        for kind, part in parts:
+            if kind == "proofpile":
+                for L, v in part.get("ppl", {}).items():
+                    entry["proofpile"][int(L)] = float(v)
+            else:
+                for L, v in part.get("scores", {}).items():
+                    entry["ruler"][int(L)] = dict(v)
+    return runs
+
+
+def table_rows(runs: dict[str, dict]) -> list[dict]:
+    rows = []
+    for run in sorted(runs):
+        e = runs[run]
+        for L in sorted(set(e["proofpile"]) | set(e["ruler"])):
+            row = {"run": run, "length": L, "proofpile_ppl": e["proofpile"].get(L)}
+            r = e["ruler"].get(L, {})
+            for t in TASK_NAMES:
+                row[f"ruler_{t}"] = r.get(t)
+            row["ruler_mean"] = r.get("mean")
+            rows.append(row)
+    return rows
+
+
+def _fmt_len(L: int) -> str:
+    return f"{L // 1024}k" if L >= 1024 and L % 1024 == 0 else str(L)
+
+
+def write_longctx_report(results_jsons, out_dir_tables, out_dir_figures) -> dict[str, Path]:
+    """Write ``longctx.csv`` / ``longctx.json`` and ``longctx.png`` / ``longctx.pdf``; return paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = collect(results_jsons)
+    rows = table_rows(runs)
+    tdir, fdir = Path(out_dir_tables), Path(out_dir_figures)
+    tdir.mkdir(parents=True, exist_ok=True)
+    fdir.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": tdir / f"{TABLE}.csv", "json": tdir / f"{TABLE}.json",
+             "png": fdir / f"{TABLE}.png", "pdf": fdir / f"{TABLE}.pdf"}
+    fields = ["run", "length", "proofpile_ppl"] + [f"ruler_{t}" for t in TASK_NAMES] + ["ruler_mean"]
+    tmp = paths["csv"].with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r[k] is None else (round(r[k], 4) if isinstance(r[k], float) else r[k])) for k in fields})
+    os.replace(tmp, paths["csv"])
+    tmp = paths["json"].with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"columns": fields, "rows": rows}, indent=1) + "\n")
+    os.replace(tmp, paths["json"])
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    all_lengths = sorted({r["length"] for r in rows})
+    for run in sorted(runs):
+        e = runs[run]
+        if e["proofpile"]:
+            xs = sorted(e["proofpile"])
+            ax1.plot(xs, [e["proofpile"][x] for x in xs], marker="o", label=run)
+        ruler = {L: v.get("mean") for L, v in e["ruler"].items() if v.get("mean") is not None}
+        if ruler:
+            xs = sorted(ruler)
+            ax2.plot(xs, [ruler[x] for x in xs], marker="o", label=run)
+    for ax, title, ylabel in (
+        (ax1, "Proof-pile perplexity", "perplexity (lower is better)"),
+        (ax2, "RULER (mean of tasks)", "score, % (higher is better)"),
+    ):
+        ax.set_xscale("log", base=2)
+        if all_lengths:
+            ax.set_xticks(all_lengths)
+            ax.set_xticklabels([_fmt_len(L) for L in all_lengths])
+            ax.minorticks_off()
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(title="run")
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax2.set_ylim(-2, 102)
+    fig.savefig(paths["png"], dpi=150)
+    fig.savefig(paths["pdf"])
+    plt.close(fig)
+    return paths

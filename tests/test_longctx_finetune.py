@@ -1,0 +1,87 @@
+"""YaRN finetune: schedule, a tiny run, resumption equals an uninterrupted run."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from shapelm.data.tokens import write_token_dir
+from shapelm.errors import ConfigError
+from shapelm.longctx.checkpoint import list_checkpoints, load_checkpoint
+from shapelm.longctx.finetune import FinetuneConfig, lr_factor, yarn_finetune
+from shapelm.longctx._testing import tiny_model
+from shapelm.model import load_pretrained, save_pretrained
+
+
+def test_lr_schedule_linear_and_constant():
+    f = [lr_factor(s, 20, 400, "linear") for s in range(400)]
+    assert f[0] == 0.0 and f[10] == 0.5 and f[20] == 1.0
+    assert f[210] == pytest.approx(0.5) and f[399] == pytest.approx(1 / 380)
+    c = [lr_factor(s, 20, 400, "constant") for s in range(400)]
+    assert c[19] == pytest.approx(0.95) and c[20:] == [1.0] * 380
+
+
+@pytest.fixture()
+def setup(tmp_path):
+    model = tiny_model(vocab_size=300, max_seq_len=32)
+    save_pretrained(model, tmp_path / "base")
+    rng = np.random.default_rng(0)
+    write_token_dir(tmp_path / "tokens", rng.integers(1, 300, size=20 * 64, dtype=np.uint32), 300, 0)
+    cfg = dict(steps=4, lr=1e-3, batch=4, micro_batch=2, seq_len=64, factor=2.0, original=32, warmup=2,
+               loss_chunk_tokens=16, checkpoint_every=2, device="cpu")
+    return tmp_path, cfg
+
+
+def test_finetune_and_resume_match_uninterrupted(setup):
+    tmp, cfg = setup
+    full = yarn_finetune(tmp / "base", tmp / "tokens", tmp / "full", FinetuneConfig(**cfg))
+    assert (full / "model.safetensors").is_file()
+    m_full = load_pretrained(full)
+    assert m_full.config.rope_scaling == {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}
+    assert m_full.config.max_seq_len == 64
+    recs = [json.loads(x) for x in (tmp / "full" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recs] == [1, 2, 3, 4]
+    assert [r["lr"] for r in recs] == pytest.approx([0.0, 5e-4, 1e-3, 5e-4])
+
+    # interrupted after 1 step (checkpoint written on stop), then resumed to the end
+    yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg), max_steps_this_call=1)
+    assert [s for s, _ in list_checkpoints(tmp / "res")] == [1]
+    state = load_checkpoint(list_checkpoints(tmp / "res")[0][1])
+    assert state["step"] == 1 and "exp_avg" in str(state["optimizer"]["state"][0].keys())
+    yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg), max_steps_this_call=2)
+    resumed = yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg))
+    m_res = load_pretrained(resumed)
+    for (k, a), b in zip(m_full.state_dict().items(), m_res.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=k)
+    base = load_pretrained(tmp / "base")
+    assert not torch.equal(base.state_dict()["layers.0.attn.q_proj.weight"], m_full.state_dict()["layers.0.attn.q_proj.weight"])
+    # finished runs are not redone; a changed config is refused on resume
+    assert yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg)) == resumed
+    yarn_finetune(tmp / "base", tmp / "tokens", tmp / "other", FinetuneConfig(**cfg), max_steps_this_call=1)
+    with pytest.raises(ConfigError, match="lr"):
+        yarn_finetune(tmp / "base", tmp / "tokens", tmp / "other", FinetuneConfig(**dict(cfg, lr=5e-4)))
+
+
+def test_finetune_from_text_source(tmp_path):
+    from shapelm.longctx._testing import english_text, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    save_pretrained(tiny_model(vocab_size=tok.get_vocab_size(), max_seq_len=32), tmp_path / "base")
+    (tmp_path / "pg19").mkdir()
+    for i in range(3):
+        (tmp_path / "pg19" / f"book{i}.txt").write_text(english_text(60, seed=i))
+    out = yarn_finetune(tmp_path / "base", tmp_path / "pg19", tmp_path / "ft",
+                        FinetuneConfig(steps=1, batch=2, seq_len=64, factor=2, original=32, warmup=0,
+                                       device="cpu", loss_chunk_tokens=32),
+                        tokenizer=tok)
+    assert (out / "model.safetensors").is_file()
+    man = json.loads((tmp_path / "ft" / "data" / "manifest.json").read_text())
+    assert man["seq_len"] == 64 and man["n_tokens"] % 64 == 0
+
+
+def test_finetune_config_errors(tmp_path):
+    with pytest.raises(ConfigError):
+        FinetuneConfig(batch=6, micro_batch=4).validate()
+    with pytest.raises(ConfigError):
+        FinetuneConfig(schedule="cosine").validate()
