@@ -1,0 +1,47 @@
+"""`shapelm train RUN_CONFIG --out DIR`: pretrain (or resume) one run.
+
+Exit status: 0 done (or already done, or stopped at --max-steps); 2 a user error (bad config,
+bad data, non-finite loss); 128 + signal number when preempted by SIGTERM (143) or SIGUSR1
+(138) after writing a checkpoint. Run the same command again to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _train(args) -> int:
+    from shapelm.config import load_run_config
+    from shapelm.train.loop import train
+
+    run = load_run_config(args.run_config)
+    result = train(
+        run,
+        args.out,
+        data_dir=args.data,
+        max_steps=args.max_steps,
+        device=args.device,
+        peak_flops=args.peak_flops,
+        progress=not args.no_progress,
+    )
+    return result.exit_code
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="pretrain one run (resumes from the latest checkpoint in --out)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_config", metavar="RUN_CONFIG", help="resolved run config (JSON or YAML)")
+    p.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    p.add_argument("--data", metavar="DIR", default=None,
+                   help="training token directory (default: the run config's data.train_dir)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="stop after update N with a checkpoint (the schedule still spans the run)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--peak-flops", type=float, default=None, metavar="F",
+                   help="peak FLOP/s per device for MFU (default: by GPU name; none on CPU)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_train)

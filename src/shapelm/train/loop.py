@@ -1,0 +1,699 @@
+"""The pretraining loop: `train(run_config, out_dir, data_dir=...)`.
+
+See docs/TRAINING.md for the recipe, the step -> data mapping, the checkpoint layout and the
+preemption / exit-code contract. In one paragraph: update `s` (1-based) consumes the global
+instances [(s-1)*B, s*B) of the token stream (B = batch_sequences, instance i = tokens
+[i*seq_len, (i+1)*seq_len)); inputs are the whole instance, labels the instance shifted by one
+with the last position ignored (-100), as OLMo does, so every instance contributes seq_len - 1
+predicted tokens. Each rank takes a contiguous share of B / world_size instances, in micro
+batches of micro_batch_size; gradients are scaled so that the update equals the single-process
+update on the token-weighted mean loss of the global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from shapelm.config import TrainRecipe, config_hash, write_json_atomic
+from shapelm.errors import ConfigError, DataError, ShapelmError
+from shapelm.model.config import ModelConfig
+from shapelm.model.io import save_pretrained
+from shapelm.model.transformer import Transformer, build_model
+from shapelm.train import checkpoint as ckpt
+from shapelm.train.distributed import (
+    DistEnv,
+    all_reduce_sum,
+    barrier,
+    broadcast_object,
+    hostname,
+    init_distributed,
+    shutdown,
+)
+from shapelm.train.observe import (
+    MetricsLog,
+    device_names,
+    git_commit,
+    max_memory,
+    package_versions,
+    peak_flops_for,
+)
+from shapelm.train.schedule import lr_at, param_groups
+
+log = logging.getLogger(__name__)
+
+#: Signals that request "checkpoint at the next step boundary, then exit 128 + signum".
+PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+#: Recipe fields that change the math of training (the recipe hash). The others (checkpoint
+#: cadence, logging, micro batch size, DDP/FSDP, compile, precision) may change on resume.
+HASHED_RECIPE_KEYS = (
+    "lr", "final_lr_ratio", "warmup_tokens", "total_tokens", "batch_tokens", "seq_len",
+    "betas", "eps", "weight_decay", "grad_clip", "z_loss", "seed", "frozen_lm_head",
+)
+
+
+class NonFiniteLossError(ShapelmError):
+    """The loss or the gradient norm became NaN/inf; no update was applied and no checkpoint
+    was written, so the last good checkpoint stays the newest."""
+
+
+@dataclass
+class TrainResult:
+    status: str  # "completed" | "already_complete" | "stopped" (max_steps) | "preempted"
+    step: int
+    total_steps: int
+    out_dir: Path
+    signal: int | None = None
+    checkpoint: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 unless preempted; preempted: 128 + signal number (143 SIGTERM, 138 SIGUSR1)."""
+        return 128 + self.signal if self.status == "preempted" and self.signal else 0
+
+
+@dataclass
+class _Preemption:
+    signum: int | None = None
+    previous: dict = field(default_factory=dict)
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in PREEMPT_SIGNALS:
+            self.previous[sig] = signal.signal(sig, self._handler)
+
+    def _handler(self, signum, frame) -> None:
+        if self.signum is None:
+            log.warning("received %s: checkpoint at the next step boundary, then exit %d",
+                        signal.Signals(signum).name, 128 + signum)
+        self.signum = signum
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        self.previous.clear()
+
+
+# -- configuration ---------------------------------------------------------------------------
+def _resolve(run_config: dict[str, Any]) -> tuple[ModelConfig, TrainRecipe]:
+    if not isinstance(run_config, dict):
+        raise ConfigError(f"run config must be a mapping, got {type(run_config).__name__}")
+    for key in ("model", "train"):
+        if key not in run_config:
+            raise ConfigError(f"run config lacks key {key!r}")
+    try:
+        cfg = ModelConfig.from_dict(run_config["model"])
+    except ConfigError as err:
+        raise ConfigError(f"model: {err}") from None
+    except TypeError as err:
+        raise ConfigError(f"model: {err}") from None
+    recipe = TrainRecipe.from_dict(run_config["train"], "train")
+    if recipe.seq_len > cfg.max_seq_len:
+        raise ConfigError(
+            f"train.seq_len={recipe.seq_len} exceeds model.max_seq_len={cfg.max_seq_len}"
+        )
+    if recipe.keep_last < 1:
+        raise ConfigError(f"train.keep_last must be >= 1, got {recipe.keep_last}")
+    if recipe.checkpoint_every < 1:
+        raise ConfigError(f"train.checkpoint_every must be >= 1, got {recipe.checkpoint_every}")
+    if recipe.log_every < 1:
+        raise ConfigError(f"train.log_every must be >= 1, got {recipe.log_every}")
+    return cfg, recipe
+
+
+def grad_accumulation(recipe: TrainRecipe, world_size: int) -> int:
+    """Micro batches per rank per step: batch_sequences / (micro_batch_size * world_size)."""
+    per_step = recipe.micro_batch_size * world_size
+    if recipe.batch_sequences % per_step:
+        raise ConfigError(
+            f"train.batch_tokens / train.seq_len = {recipe.batch_sequences} sequences per step is "
+            f"not divisible by train.micro_batch_size x world size = {recipe.micro_batch_size} x "
+            f"{world_size}; change train.micro_batch_size or the number of processes"
+        )
+    return recipe.batch_sequences // per_step
+
+
+def _data_dir(run_config: dict[str, Any], data_dir) -> Path:
+    if data_dir is not None:
+        return Path(data_dir)
+    data = run_config.get("data") or {}
+    for key in ("train_dir", "train_tokens"):
+        if data.get(key):
+            return Path(data[key])
+    raise ConfigError(
+        "no training token directory: pass --data DIR (train(data_dir=...)) or set "
+        "data.train_dir in the run config"
+    )
+
+
+def _open_tokens(path: Path, cfg: ModelConfig, recipe: TrainRecipe, stop_step: int):
+    from shapelm.data.tokens import TokenStore
+
+    # ids are checked against the manifest's per-file max_id here; a full scan of a
+    # multi-billion-token stream on every (re)start would cost minutes.
+    store = TokenStore(path, check_ids=False)
+    if store.vocab_size > cfg.vocab_size:
+        raise DataError(
+            f"{path}: token vocab_size {store.vocab_size} exceeds model.vocab_size {cfg.vocab_size}"
+        )
+    need = stop_step * recipe.batch_sequences
+    have = store.n_instances(recipe.seq_len)
+    if have < need:
+        raise DataError(
+            f"{path}: {store.n_tokens:,} tokens = {have:,} instances of train.seq_len="
+            f"{recipe.seq_len}, but {stop_step} steps of {recipe.batch_sequences} sequences need "
+            f"{need:,} instances ({need * recipe.seq_len:,} tokens); lower train.total_tokens "
+            f"or slice more data"
+        )
+    want = store.manifest.get("seq_len")
+    if want and int(want) != recipe.seq_len:
+        log.warning("%s: sliced for seq_len %s, training with seq_len %d", path, want, recipe.seq_len)
+    return store
+
+
+def _data_identity(store) -> dict[str, Any]:
+    m = store.manifest
+    return {
+        "n_tokens": int(store.n_tokens),
+        "files": [[f.get("path"), f.get("n_tokens"), f.get("sha256")] for f in m["files"]],
+    }
+
+
+def recipe_fingerprint(cfg: ModelConfig, recipe: TrainRecipe, data_identity: dict) -> tuple[str, dict]:
+    train = recipe.to_dict()
+    content = {
+        "model": cfg.to_dict(),
+        "train": {k: train[k] for k in HASHED_RECIPE_KEYS},
+        "data": data_identity,
+    }
+    blob = json.dumps(content, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16], content
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+# -- model ------------------------------------------------------------------------------------
+def _precision(recipe: TrainRecipe, device: torch.device) -> torch.dtype | None:
+    if recipe.precision == "bf16" or (recipe.precision == "auto" and device.type == "cuda"):
+        return torch.bfloat16
+    return None
+
+
+def _initial_state(cfg: ModelConfig, recipe: TrainRecipe) -> dict[str, torch.Tensor]:
+    """The seeded float32 init, built on CPU so that it is the same on every device."""
+    torch.manual_seed(recipe.seed)
+    return build_model(cfg, "cpu").state_dict()
+
+
+def _build(cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv, full_state: dict, amp):
+    """Returns (raw model: holds the parameters, forward model: DDP wrapper or the same).
+
+    `full_state` is the full float32 state dict (the seeded init or a checkpoint); under FSDP
+    only rank 0 holds it (others pass {}) and it is broadcast and sharded."""
+    model = build_model(cfg, "meta")
+    if recipe.frozen_lm_head:
+        model.lm_head.weight.requires_grad_(False)
+    if recipe.compile:
+        for block in model.layers:
+            block.compile()
+    if _is_fsdp(recipe, env):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mp = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32)
+        for block in model.layers:
+            fully_shard(block, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+        model.to_empty(device=env.device)
+        set_model_state_dict(
+            model, full_state,
+            options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
+        )
+        return model, model
+    model.to_empty(device=env.device)
+    model.load_state_dict(full_state)
+    if env.distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [env.device.index] if env.device.type == "cuda" else None
+        return model, DDP(model, device_ids=ids)
+    return model, model
+
+
+def _is_fsdp(recipe: TrainRecipe, env: DistEnv) -> bool:
+    return env.distributed and recipe.distributed == "fsdp"
+
+
+def _param_names(model: nn.Module, optimizer) -> list[str]:
+    """Parameter names in the optimizer's id order (its state_dict numbers them 0, 1, ...)."""
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    return [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
+
+
+def full_model_state(model: nn.Module, recipe: TrainRecipe, env: DistEnv) -> dict:
+    """Full float32 CPU state dict on rank 0 ({} on other ranks under FSDP)."""
+    if _is_fsdp(recipe, env):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_model_state_dict(model, options=opts)
+    if not env.is_main:
+        return {}
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def full_optimizer_state(model: nn.Module, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
+    """The optimizer state keyed by parameter name: `torch.distributed.checkpoint`'s full
+    optimizer state dict format, so DDP, FSDP and single-process checkpoints interchange."""
+    if _is_fsdp(recipe, env):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_optimizer_state_dict(model, optimizer, options=opts)
+    if not env.is_main:
+        return {}
+    names = _param_names(model, optimizer)
+    sd = optimizer.state_dict()
+    state = {
+        names[i]: {k: (v.detach().to("cpu", copy=True) if torch.is_tensor(v) else v) for k, v in s.items()}
+        for i, s in sd["state"].items()
+    }
+    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+def load_optimizer_state(model: nn.Module, optimizer, osd: dict, recipe: TrainRecipe, env: DistEnv) -> None:
+    if _is_fsdp(recipe, env):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_optimizer_state_dict(model, optimizer, osd, options=opts)
+        return
+    names = _param_names(model, optimizer)
+    index = {n: i for i, n in enumerate(names)}
+    saved = [n for g in osd["param_groups"] for n in g["params"]]
+    if sorted(saved) != sorted(names):
+        raise ShapelmError(
+            f"checkpoint optimizer state covers {len(saved)} parameters, the model trains "
+            f"{len(names)} (frozen_lm_head changed?)"
+        )
+    optimizer.load_state_dict({
+        "state": {index[n]: s for n, s in osd["state"].items()},
+        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in osd["param_groups"]],
+    })
+
+
+def _optimizer(model: nn.Module, recipe: TrainRecipe, env: DistEnv, fsdp: bool):
+    kwargs = {}
+    if env.device.type == "cuda" and not fsdp:
+        kwargs["fused"] = True
+    return torch.optim.AdamW(
+        param_groups(model, recipe.weight_decay),
+        lr=recipe.lr,
+        betas=tuple(recipe.betas),
+        eps=recipe.eps,
+        **kwargs,
+    )
+
+
+# -- data -------------------------------------------------------------------------------------
+def micro_batches(store, step: int, recipe: TrainRecipe, env: DistEnv, accum: int):
+    """(inputs, labels) micro batches of update `step` (1-based) for this rank."""
+    seq, mbs = recipe.seq_len, recipe.micro_batch_size
+    per_rank = recipe.batch_sequences // env.world_size
+    first = (step - 1) * recipe.batch_sequences + env.rank * per_rank
+    out = []
+    for j in range(accum):
+        start = first + j * mbs
+        tokens = store.read(start * seq, mbs * seq).reshape(mbs, seq).astype(np.int64)
+        x = torch.from_numpy(tokens)
+        labels = torch.full_like(x, -100)
+        labels[:, :-1] = x[:, 1:]
+        if env.device.type == "cuda":
+            x = x.pin_memory().to(env.device, non_blocking=True)
+            labels = labels.pin_memory().to(env.device, non_blocking=True)
+        out.append((x, labels))
+    return out
+
+
+# -- checkpoint I/O ----------------------------------------------------------------------------
+def _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra) -> Path:
+    msd = full_model_state(model, recipe, env)
+    osd = full_optimizer_state(model, optimizer, recipe, env)
+    tmp = ckpt.begin_save(out_dir, step) if env.is_main else None
+    tmp = Path(broadcast_object(str(tmp) if tmp else None, env))
+    if env.is_main:
+        ckpt.save_torch(msd, tmp / "model.pt")
+        ckpt.save_torch(osd, tmp / "optimizer.pt")
+        ckpt.save_torch(
+            {
+                "format": ckpt.FORMAT,
+                "step": step,
+                "tokens": step * recipe.batch_tokens,
+                "next_instance": step * recipe.batch_sequences,
+                "scheduler": {
+                    "kind": "cosine_with_warmup_tokens",
+                    "step": step,
+                    "last_lr": lr_at(step, recipe) if step > 0 else 0.0,
+                    "peak_lr": recipe.lr,
+                    "final_lr_ratio": recipe.final_lr_ratio,
+                    "warmup_tokens": recipe.warmup_tokens,
+                    "total_steps": recipe.total_steps,
+                },
+                "recipe_hash": rhash,
+                "world_size": env.world_size,
+            },
+            tmp / "trainer.pt",
+        )
+    del msd, osd
+    ckpt.save_torch(ckpt.rng_state(), tmp / f"rng-rank{env.rank:05d}.pt")
+    barrier(env)
+    final = None
+    if env.is_main:
+        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size, **extra}
+        final = ckpt.finish_save(tmp, step, meta)
+        removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
+        log.info("checkpoint %s written%s", final,
+                 f"; removed steps {removed}" if removed else "")
+    barrier(env)
+    return Path(broadcast_object(str(final) if final else None, env))
+
+
+def _load_checkpoint(path: Path, model, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
+    reads = env.is_main or not _is_fsdp(recipe, env)  # FSDP: rank 0 reads and broadcasts
+    osd = ckpt.load_torch(path / "optimizer.pt", mmap=True) if reads else {}
+    load_optimizer_state(model, optimizer, osd, recipe, env)
+    del osd
+    trainer = ckpt.load_torch(path / "trainer.pt")
+    rng = path / f"rng-rank{env.rank:05d}.pt"
+    if rng.exists():
+        ckpt.set_rng_state(ckpt.load_torch(rng))
+    else:
+        log.warning("%s: no RNG state for rank %d (world size changed); RNG left seeded", path, env.rank)
+    return trainer
+
+
+# -- final model -----------------------------------------------------------------------------
+def _write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv,
+                 info: dict) -> Path:
+    msd = full_model_state(model, recipe, env)
+    final = out_dir / "final"
+    if env.is_main:
+        host = build_model(cfg, "meta")
+        host.load_state_dict({k: v.float() for k, v in msd.items()}, assign=True)
+        tmp = out_dir / ".final.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        save_pretrained(host, tmp)
+        write_json_atomic(tmp / "train_state.json", info)
+        for p in tmp.iterdir():
+            ckpt.fsync_path(p)
+        ckpt.fsync_path(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        ckpt.fsync_path(out_dir)
+    barrier(env)
+    return final
+
+
+# -- the loop --------------------------------------------------------------------------------
+def train(
+    run_config: dict[str, Any],
+    out_dir: str | os.PathLike,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    max_steps: int | None = None,
+    device: str | None = None,
+    peak_flops: float | None = None,
+    progress: bool = True,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Train (or resume) the run `run_config` into `out_dir`; see the module docstring.
+
+    `max_steps` stops after that update with a checkpoint (status "stopped"; the schedule
+    still spans total_steps). `device`: None/"auto", "cpu" or "cuda". `peak_flops`: per-device
+    peak FLOP/s for MFU (default: from the GPU name; none on CPU). `on_step(record)` is called
+    on every rank after every update (tests, custom logging). Under torchrun/srun the process
+    group is created here and destroyed on return.
+    """
+    cfg, recipe = _resolve(run_config)
+    out_dir = Path(out_dir)
+    tokens_path = _data_dir(run_config, data_dir)
+    env = init_distributed(device)
+    preempt = _Preemption()
+    try:
+        preempt.install()
+        return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
+                      max_steps, peak_flops, progress, on_step)
+    finally:
+        preempt.restore()
+        shutdown(env)
+
+
+def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_steps,
+           peak_flops, progress, on_step) -> TrainResult:
+    total = recipe.total_steps
+    stop = total if max_steps is None else min(total, int(max_steps))
+    accum = grad_accumulation(recipe, env.world_size)
+    store = _open_tokens(tokens_path, cfg, recipe, stop)
+    rhash, rcontent = recipe_fingerprint(cfg, recipe, _data_identity(store))
+    fsdp = _is_fsdp(recipe, env)
+    amp = _precision(recipe, env.device)
+
+    # Already finished?
+    final_state = out_dir / "final" / "train_state.json"
+    if (out_dir / "final" / "model.safetensors").exists() and final_state.exists():
+        done = json.loads(final_state.read_text())
+        if done.get("recipe_hash") != rhash:
+            raise ConfigError(
+                f"{out_dir / 'final'} was trained from a different recipe (hash "
+                f"{done.get('recipe_hash')}, now {rhash}); use another --out or delete it"
+            )
+        log.info("%s: already complete (step %s)", out_dir, done.get("step"))
+        return TrainResult("already_complete", int(done.get("step", total)), total, out_dir)
+
+    # Find the checkpoint to resume from (rank 0 decides, everyone follows).
+    resume = None
+    if env.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for p in ckpt.clean_temporaries(out_dir):
+            log.warning("removed partial checkpoint %s", p)
+        found = ckpt.latest_valid(out_dir)
+        if found:
+            meta = json.loads((found[1] / "meta.json").read_text())
+            if meta.get("recipe_hash") != rhash:
+                diff = _diff_keys(meta.get("recipe"), rcontent)
+                raise ConfigError(
+                    f"{found[1]} was written by a different recipe (hash {meta.get('recipe_hash')}, "
+                    f"now {rhash}; differs in {diff[:8]}); use another --out or delete "
+                    f"{ckpt.checkpoints_root(out_dir)}"
+                )
+            resume = [found[0], str(found[1])]
+    resume = broadcast_object(resume, env)
+    start_step = resume[0] if resume else 0
+    if start_step > stop:
+        start_step = stop
+
+    # Seed everything, then build the model from the init or the checkpoint.
+    random.seed(recipe.seed)
+    np.random.seed(recipe.seed % 2**32)
+    torch.manual_seed(recipe.seed)
+    if env.is_main or not fsdp:  # under FSDP rank 0 reads (or builds) and broadcasts
+        full = (ckpt.load_torch(Path(resume[1]) / "model.pt", mmap=True) if resume
+                else _initial_state(cfg, recipe))
+    else:
+        full = {}
+    model, forward = _build(cfg, recipe, env, full, amp)
+    del full
+    optimizer = _optimizer(model, recipe, env, fsdp)
+    if resume:
+        _load_checkpoint(Path(resume[1]), model, optimizer, recipe, env)
+        log.info("resumed from %s (step %d of %d)", resume[1], start_step, total)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+
+    # Manifest and metrics.
+    hosts = [hostname()]
+    if env.distributed:
+        import torch.distributed as dist
+
+        hosts = [None] * env.world_size
+        dist.all_gather_object(hosts, hostname())
+    if env.is_main:
+        _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env, hosts,
+                        accum, start_step, amp)
+    metrics = MetricsLog(out_dir / "metrics.jsonl", start_step, enabled=env.is_main)
+    names = device_names(env.device)
+    peak = peak_flops if peak_flops else (peak_flops_for(names[0]) if env.device.type == "cuda" else None)
+    from shapelm.accounting import flops_per_token
+
+    train_flops = flops_per_token(cfg, recipe.seq_len).train
+
+    bar = None
+    if progress and env.is_main:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, initial=start_step, desc=run_config.get("name", "train"),
+                   unit="step", file=sys.stderr, dynamic_ncols=True,
+                   mininterval=0.5 if sys.stderr.isatty() else 30.0)
+
+    amp_ctx = (lambda: torch.autocast(env.device.type, dtype=amp)) if amp else contextlib.nullcontext
+    z_mult = recipe.z_loss
+    chunk = recipe.loss_chunk_tokens or None
+    last_saved = start_step if resume else None
+    t_last, tokens_last, step_last = time.perf_counter(), 0, start_step
+    status, step = "completed", start_step
+    try:
+        for step in range(start_step + 1, stop + 1):
+            batches = micro_batches(store, step, recipe, env, accum)
+            local = sum(int((lab != -100).sum()) for _, lab in batches)
+            head = torch.tensor([local, 1 if preempt.signum else 0], dtype=torch.int64, device=env.device)
+            all_reduce_sum(head, env)
+            n_global, flagged = int(head[0]), int(head[1])
+            if flagged:
+                step -= 1  # the state is that after the previous update
+                status = "preempted"
+                break
+            lr = lr_at(step, recipe)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            sums = torch.zeros(3, dtype=torch.float64, device=env.device)
+            for j, (x, labels) in enumerate(batches):
+                sync = j == accum - 1
+                ctx = forward.no_sync() if (forward is not model and not sync) else contextlib.nullcontext()
+                with ctx:
+                    with amp_ctx():
+                        out = forward(x, labels, z_loss_multiplier=z_mult, return_logits=False,
+                                      loss_chunk_tokens=chunk)
+                    n = (labels != -100).sum()
+                    # Sum of per-token losses of this micro batch / tokens in the global batch;
+                    # x world_size because DDP/FSDP average gradients over ranks.
+                    (out.loss * n * (env.world_size / n_global)).backward()
+                sums += torch.stack([out.loss.detach(), out.ce_loss.detach(),
+                                     out.z_loss.detach() * z_mult]).double() * n
+            all_reduce_sum(sums, env)
+            loss, ce_loss, z_loss = (sums / n_global).tolist()
+            grad_norm = torch.nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)
+            if hasattr(grad_norm, "full_tensor"):
+                grad_norm = grad_norm.full_tensor()
+            grad_norm = float(grad_norm)
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
+                good = ckpt.latest_valid(out_dir) if env.is_main else None
+                raise NonFiniteLossError(
+                    f"step {step}: non-finite loss {loss} / grad norm {grad_norm}; no update was "
+                    f"applied; the last good checkpoint is "
+                    f"{good[1] if good else 'none (no checkpoint yet)'}"
+                )
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            record = {"step": step, "tokens": step * recipe.batch_tokens, "loss": loss,
+                      "ce_loss": ce_loss, "z_loss": z_loss, "lr": lr, "grad_norm": grad_norm}
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+            if step % recipe.log_every == 0 or step == start_step + 1 or step == stop:
+                now = time.perf_counter()
+                tps = (step - step_last) * recipe.batch_tokens / max(now - t_last, 1e-9)
+                mfu = train_flops * tps / (peak * env.world_size) if peak else None
+                record.update({"tokens_per_s": tps, "mfu": mfu, **max_memory(),
+                               "time": time.time()})
+                metrics.write(record)
+                t_last, step_last = now, step
+            if on_step is not None:
+                on_step(record)
+            if step % recipe.checkpoint_every == 0 and step < total:
+                _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
+                                 {"loss": loss})
+                last_saved = step
+                t_last = time.perf_counter()  # keep checkpoint time out of tokens/s
+        else:
+            status = "completed" if stop == total else "stopped"
+    finally:
+        if bar is not None:
+            bar.close()
+        metrics.close()
+
+    if status == "completed":
+        info = {"step": step, "tokens": step * recipe.batch_tokens, "recipe_hash": rhash,
+                "config_hash": run_config.get("hash") or config_hash(run_config),
+                "name": run_config.get("name")}
+        final = _write_final(out_dir, model, cfg, recipe, env, info)
+        log.info("training complete: %s", final)
+        return TrainResult("completed", step, total, out_dir, checkpoint=final)
+    path = None
+    if last_saved != step:
+        path = _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
+                                {"reason": status})
+    else:
+        found = ckpt.latest_valid(out_dir)
+        path = found[1] if found else None
+    if status == "preempted":
+        log.warning("preempted by %s at step %d: checkpoint %s; exit %d",
+                    signal.Signals(preempt.signum).name, step, path, 128 + preempt.signum)
+        return TrainResult("preempted", step, total, out_dir, signal=preempt.signum, checkpoint=path)
+    return TrainResult("stopped", step, total, out_dir, checkpoint=path)
+
+
+def _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env, hosts, accum,
+                    start_step, amp) -> None:
+    import datetime
+
+    manifest = {
+        "run_config": run_config,
+        "config_hash": run_config.get("hash") or config_hash(run_config),
+        "recipe_hash": rhash,
+        "recipe": {
+            **recipe.to_dict(),
+            "batch_sequences": recipe.batch_sequences,
+            "total_steps": recipe.total_steps,
+            "warmup_steps": recipe.warmup_tokens / recipe.batch_tokens,
+            "grad_accumulation": accum,
+            "autocast": str(amp) if amp else None,
+        },
+        "data": {"dir": str(Path(tokens_path).resolve()), "n_tokens": store.n_tokens,
+                 "vocab_size": store.vocab_size, "eos_id": store.eos_id},
+        "git": git_commit(),
+        "versions": package_versions(),
+        "hardware": {
+            "hostname": hosts[0],
+            "hosts": sorted(set(hosts)),
+            "world_size": env.world_size,
+            "launcher": env.launcher,
+            "device_type": env.device.type,
+            "devices": device_names(env.device),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "resumed_from_step": start_step or None,
+        "argv": sys.argv,
+    }
+    write_json_atomic(out_dir / "manifest.json", manifest)

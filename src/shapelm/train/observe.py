@@ -1,0 +1,120 @@
+"""Observability: run manifest, metrics.jsonl, MFU peak table, memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Dense bf16 peak FLOP/s per device (no sparsity), by substring of torch.cuda.get_device_name.
+# Ordered: the first matching key wins (so "H100 PCIe" precedes "H100").
+PEAK_BF16_FLOPS: list[tuple[str, float]] = [
+    ("GB200", 2.5e15),
+    ("B200", 2.25e15),
+    ("B100", 1.75e15),
+    ("H200", 989e12),
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("H800", 989e12),
+    ("GH200", 989e12),
+    ("A100", 312e12),
+    ("A800", 312e12),
+    ("L40S", 362e12),
+    ("A6000", 155e12),
+    ("L4", 121e12),
+    ("A10G", 70e12),
+    ("V100", 125e12),  # fp16 tensor cores; V100 has no bf16
+    ("MI300X", 1307e12),
+    ("MI250X", 383e12),
+]
+
+
+def peak_flops_for(device_name: str) -> float | None:
+    for key, value in PEAK_BF16_FLOPS:
+        if key.lower() in device_name.lower():
+            return value
+    return None
+
+
+def device_names(device: torch.device) -> list[str]:
+    if device.type == "cuda":
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return [platform.processor() or platform.machine()]
+
+
+def max_memory() -> dict[str, float | None]:
+    gpu = None
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        gpu = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    rss = rss_kb / 2**20 if sys.platform != "darwin" else rss_kb / 2**30
+    return {"max_mem_gb": gpu, "max_rss_gb": round(rss, 3)}
+
+
+def git_commit() -> dict[str, Any]:
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here, capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        return {"commit": commit, "dirty": bool(dirty)}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def package_versions() -> dict[str, str | None]:
+    out = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "numpy", "shapelm", "safetensors"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    return out
+
+
+class MetricsLog:
+    """`DIR/metrics.jsonl`, one JSON object per logged step. On resume from step S, lines with
+    step > S (logged after the checkpoint the run resumes from) are dropped first, so the file
+    reads as one uninterrupted run."""
+
+    def __init__(self, path: Path, resume_step: int, enabled: bool) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        if not enabled:
+            return
+        kept = []
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line torn by a kill
+                if isinstance(rec, dict) and rec.get("step", 0) <= resume_step:
+                    kept.append(line)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.path)
+        self._f = open(self.path, "a")
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.enabled:
+            self._f.write(json.dumps(record, sort_keys=False) + "\n")
+            self._f.flush()
+
+    def close(self) -> None:
+        if self.enabled and not self._f.closed:
+            self._f.close()
