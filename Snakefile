@@ -16,3 +16,10 @@ include: "workflow/rules/longctx.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/targets.smk"
+
+
+rule all:
+    """Every table and figure of the experiment (the default target)."""
+    default_target: True
+    input:
+        ARTIFACT_PATHS,

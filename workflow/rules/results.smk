@@ -1,4 +1,6 @@
 # Tables and figures beside the paper's printed values; rows not yet run show as pending.
+import os
+
 from shapelm.results import artifacts as result_artifacts
 
 
@@ -16,10 +18,11 @@ ARTIFACT_PATHS = [a["path"] for a in ARTIFACTS]
 
 
 def _report(artifact):
+    # Caption paths are relative to this rules file.
     return report(
         artifact["path"],
-        caption=artifact.get("caption_file", "../report/caption.rst"),
-        category=artifact.get("category", artifact["kind"]),
+        caption=os.path.relpath(artifact["caption_path"], "workflow/rules"),
+        category=artifact["category"],
     )
 
 

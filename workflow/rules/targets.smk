@@ -1,12 +1,6 @@
 # Named targets: all, one scale (scale_906M), one table (table_hourglass_table2), one run (run_hg906m_hg).
 
 
-rule all:
-    default_target: True
-    input:
-        ARTIFACT_PATHS,
-
-
 for _scale in EXP.raw["scales"]:
 
     rule:
