@@ -296,17 +296,21 @@ def run_benchmark(
     settings: BenchSettings,
 ) -> dict[str, Any]:
     """Rows for every arm x mixer x length, and the first-over-second comparisons."""
+    previous_threads = torch.get_num_threads()
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    rows = []
-    for mixer in mixers:
-        if settings.interleave:
-            rows.extend(bench_interleaved(arms, mixer, lengths, settings))
-            continue
-        for run, cfg in arms:
-            rows.extend(bench_arm(cfg, run, mixer, lengths, settings))
-    comparisons = compare(rows, arms[0][0], arms[1][0]) if len(arms) == 2 else []
-    return {"rows": rows, "comparisons": comparisons, "meta": environment(settings)}
+    try:
+        rows = []
+        for mixer in mixers:
+            if settings.interleave:
+                rows.extend(bench_interleaved(arms, mixer, lengths, settings))
+                continue
+            for run, cfg in arms:
+                rows.extend(bench_arm(cfg, run, mixer, lengths, settings))
+        comparisons = compare(rows, arms[0][0], arms[1][0]) if len(arms) == 2 else []
+        return {"rows": rows, "comparisons": comparisons, "meta": environment(settings)}
+    finally:
+        torch.set_num_threads(previous_threads)
 
 
 def environment(settings: BenchSettings) -> dict[str, Any]:

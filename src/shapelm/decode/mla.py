@@ -87,8 +87,8 @@ class MLAAttention(nn.Module):
         if kv_cache is None:
             out = self._full(q_nope, q_rope, c, k_rope)
         else:
-            k_all, v_all = kv_cache.update(self.layer_idx, c, k_rope)
-            out = self._absorbed(q_nope, q_rope, k_all, v_all)
+            k_all, _ = kv_cache.update(self.layer_idx, c, k_rope)
+            out = self._absorbed(q_nope, q_rope, k_all)
         return self.o_proj(out.transpose(1, 2).reshape(b, seq, s.d_attn))
 
     def _w_uk_uv(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,7 +106,7 @@ class MLAAttention(nn.Module):
         q = torch.cat([q_nope, q_rope], dim=-1)
         return F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1, scale=self.scale)
 
-    def _absorbed(self, q_nope, q_rope, k_all, v_all) -> torch.Tensor:
+    def _absorbed(self, q_nope, q_rope, k_all) -> torch.Tensor:
         """Attention over cached latent rows [c ; k_rope] (key) and c (value)."""
         s = self.shape
         b, h, seq, _ = q_nope.shape
@@ -115,14 +115,16 @@ class MLAAttention(nn.Module):
         q = torch.cat([q_lat, q_rope], dim=-1)  # [b, h, seq, r + d_rope]
         total = k_all.shape[2]
         past = total - seq
+        # The value rows are the first r_KV columns of the key rows: attend with the whole latent
+        # row as the value (one fused kernel with equal q/k/v widths) and drop the rope columns.
         if seq == 1:  # heads as the queries of one KV head: no mask, the cache is read once
-            o = F.scaled_dot_product_attention(q.transpose(1, 2), k_all, v_all, scale=self.scale)
-            o = o.transpose(1, 2)  # [b, h, 1, r]
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k_all, k_all, scale=self.scale)
+            o = o.transpose(1, 2)  # [b, h, 1, r + d_rope]
         else:
             idx = torch.arange(seq, device=q.device)
             mask = torch.ones(seq, total, dtype=torch.bool, device=q.device)
             mask[:, past:] = idx[:, None] >= idx[None, :]
-            o = F.scaled_dot_product_attention(
-                q, k_all.expand(b, h, total, -1), v_all.expand(b, h, total, -1), attn_mask=mask, scale=self.scale
-            )
+            kv = k_all.expand(b, h, total, -1)
+            o = F.scaled_dot_product_attention(q, kv, kv, attn_mask=mask, scale=self.scale)
+        o = o[..., : s.r_kv]
         return torch.einsum("bhsr,hvr->bhsv", o, w_uv)

@@ -21,17 +21,23 @@ from shapelm.decode.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
-from shapelm.model.transformer import RMSNorm, Transformer
+from shapelm.model.transformer import RMSNorm, Transformer, build_model
 
-MIXERS = ("mha", "gqa", "mla")
+try:  # skips torch's initialisers on meta tensors (values are drawn after materialising)
+    from shapelm.model.transformer import _skip_init
+except ImportError:  # pragma: no cover
+    from contextlib import nullcontext as _skip_init
+
+MIXERS = ("mha", "gqa", "mla", "native")  # native: the config's own attention shapes
 
 
 def mixer_config(cfg: ModelConfig, mixer: str, n_kv_heads: int | None = None) -> ModelConfig:
     """The config whose attention shapes the mixer uses: MHA (kv heads = heads), GQA (n_kv_heads,
-    default heads // 4 as Table 12's 16 over 4), MLA (unchanged: MLA replaces the module)."""
+    default heads // 4 as Table 12's 16 over 4), MLA (unchanged: MLA replaces the module), native
+    (unchanged: each layer's own heads / KV heads, e.g. a trained checkpoint's)."""
     if mixer not in MIXERS:
         raise ShapelmError(f"unknown mixer {mixer!r}; choose from {MIXERS}")
-    if mixer == "mla":
+    if mixer in ("mla", "native"):
         return cfg
     layers = []
     for i, layer in enumerate(cfg.layers):
@@ -63,8 +69,8 @@ def build_decode_model(
     cfg = mixer_config(cfg, mixer, n_kv_heads)
     if mixer == "mla":
         mla = mla or MLASpec()
-    with torch.device("meta"):
-        model = Transformer(cfg)
+    model = build_model(cfg, "meta")
+    with torch.device("meta"), _skip_init():
         if mixer == "mla":
             for i, block in enumerate(model.layers):
                 if block.attn is not None:
@@ -95,7 +101,7 @@ def group_factor(cfg: ModelConfig, mixer: str, mla: MLASpec | None = None) -> fl
     if mixer == "mla":
         mla = mla or MLASpec()
         return mla_group_factor(attn.d_attn, mla.r_kv, mla.d_rope)
-    return attn.group_size
+    return attn.group_size if mixer != "native" else 2 * attn.d_attn / (2 * attn.kv_width)
 
 
 def predicted_kv_bytes(

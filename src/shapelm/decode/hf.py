@@ -1,0 +1,123 @@
+"""The transformers peer: the same conventional model as a `LlamaForCausalLM`, decoded with
+transformers' own `StaticCache`, to check shapelm's decode path is not slower.
+
+`to_llama(model)` copies the weights of a shapelm `Transformer` whose shape LLaMA can express
+(uniform layers, one SwiGLU per layer, pre-norm, no QK-norm, no YaRN) with this mapping
+(independent of `shapelm export-hf`, which was not in the tree when this was written):
+
+    embed_tokens -> model.embed_tokens          layers.i.attn_norm  -> input_layernorm
+    layers.i.attn.{q,k,v,o}_proj -> self_attn   layers.i.mlp_norms.0 -> post_attention_layernorm
+    layers.i.mlps.0.{gate,up,down}_proj -> mlp  norm -> model.norm, lm_head -> lm_head
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from shapelm.decode.bench import summarize, time_steps
+from shapelm.errors import ShapelmError
+from shapelm.model.transformer import Transformer
+
+
+def llama_config(cfg):
+    from transformers import LlamaConfig
+
+    shapes = {(layer.attention, layer.ffn_widths) for layer in cfg.layers}
+    if len(shapes) != 1:
+        raise ShapelmError("to_llama: LLaMA needs every layer to have the same shape")
+    attn, widths = shapes.pop()
+    if attn is None or len(widths) != 1:
+        raise ShapelmError("to_llama: LLaMA layers have attention and exactly one FFN")
+    if cfg.qk_norm or cfg.norm_placement != "pre" or cfg.rope_scaling:
+        raise ShapelmError("to_llama: needs qk_norm False, norm_placement 'pre' and no rope_scaling")
+    return LlamaConfig(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=widths[0],
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=attn.n_heads,
+        num_key_value_heads=attn.n_kv_heads,
+        head_dim=attn.head_dim,
+        max_position_embeddings=cfg.max_seq_len,
+        rms_norm_eps=cfg.norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+    )
+
+
+def llama_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
+    sd = {"model.embed_tokens.weight": model.embed_tokens.weight, "model.norm.weight": model.norm.weight,
+          "lm_head.weight": model.lm_head.weight}
+    for i, block in enumerate(model.layers):
+        p = f"model.layers.{i}."
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            sd[p + f"self_attn.{name}.weight"] = getattr(block.attn, name).weight
+        sd[p + "input_layernorm.weight"] = block.attn_norm.weight
+        sd[p + "post_attention_layernorm.weight"] = block.mlp_norms[0].weight
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            sd[p + f"mlp.{name}.weight"] = getattr(block.mlps[0], name).weight
+    return sd
+
+
+def to_llama(model: Transformer, attn_implementation: str = "sdpa"):
+    """A `LlamaForCausalLM` with `model`'s weights (same device and dtype)."""
+    from transformers import LlamaForCausalLM
+
+    hf_cfg = llama_config(model.config)
+    p = next(model.parameters())
+    with torch.device("meta"):
+        hf = LlamaForCausalLM(hf_cfg)
+    hf = hf.to(dtype=p.dtype).to_empty(device=p.device)
+    missing, unexpected = hf.load_state_dict({k: v.detach() for k, v in llama_state_dict(model).items()},
+                                             strict=False)
+    missing = [k for k in missing if "rotary_emb" not in k]
+    if missing or unexpected:
+        raise ShapelmError(f"to_llama: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    # Non-persistent buffers (RoPE inv_freq) were not materialised by to_empty: recompute them.
+    for module in hf.modules():
+        if type(module).__name__.endswith("RotaryEmbedding"):
+            inv_freq, scaling = module.compute_default_rope_parameters(module.config)
+            module.inv_freq = inv_freq.to(p.device)
+            module.original_inv_freq = inv_freq.clone().to(p.device)
+            module.attention_scaling = scaling
+    hf.config._attn_implementation = attn_implementation
+    return hf.eval()
+
+
+def hf_decode_step(hf, length: int, seed: int = 0):
+    """A callable doing one-token decode at position length - 1 against a transformers
+    `StaticCache` of `length` slots filled with random keys/values (the protocol of
+    `shapelm.decode.bench`: rewind, decode one token into the last slot)."""
+    from transformers import StaticCache
+
+    p = next(hf.parameters())
+    cfg = hf.config
+    cache = StaticCache(config=cfg, max_cache_len=length)
+    cache.early_initialization(1, cfg.num_key_value_heads, cfg.head_dim, p.dtype, p.device)
+    gen = torch.Generator(device=p.device).manual_seed(seed)
+    for layer in cache.layers:
+        layer.keys.normal_(generator=gen)
+        layer.values.normal_(generator=gen)
+    token = torch.randint(0, cfg.vocab_size, (1, 1), device=p.device)
+    pos = torch.tensor([length - 1], device=p.device)
+    # transformers 5.x renamed `past_key_values` to `cache` (the old name warns until 5.40).
+    cache_kw = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"
+
+    def step():
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(length - 1)
+        return hf(input_ids=token, cache_position=pos, position_ids=pos[None], use_cache=True,
+                  **{cache_kw: cache}).logits
+
+    return step
+
+
+def hf_decode_latency(hf, length: int, warmup: int = 5, iters: int = 20, seed: int = 0) -> dict:
+    step = hf_decode_step(hf, length, seed)
+    with torch.inference_mode():
+        times = time_steps(step, next(hf.parameters()).device, warmup, iters)
+    return {"length": length, **summarize(times), "times_ms": times}

@@ -1,0 +1,203 @@
+"""Decode path: static KV cache, MLA, memory model, transformers peer, CLI (issue 8)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+import torch
+
+from shapelm.accounting import kv_cache_bytes, mla_group_factor
+from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.decode.cli import parse_lengths
+from shapelm.decode.model import build_decode_model, make_cache, mixer_config, predicted_kv_bytes
+from shapelm.decode.specs import PRESETS, resolve_spec
+from shapelm.errors import ShapelmError
+from shapelm.model.builders import build_model_config
+
+VOCAB = 97
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine, 2 spinning OpenMP threads make these tiny
+    models ~100x slower; restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+SHAPES = {
+    "conventional": {"kind": "conventional", "d_model": 64, "n_layers": 3, "d_h": 128, "n_heads": 4},
+    "hourglass": {"kind": "hourglass", "d_model": 96, "n_layers": 2, "k": 3, "d_h": 40, "d_attn": 64,
+                  "n_heads": 4},
+    # per-layer shapes: differing KV widths and head dims, and a layer without attention
+    "explicit": {"kind": "explicit", "d_model": 64, "layers": [
+        {"n_heads": 4, "head_dim": 16, "ffn": [96]},
+        {"attention": False, "ffn": [48, 48]},
+        {"n_heads": 8, "n_kv_heads": 2, "head_dim": 8, "ffn": [32, 32, 32]},
+        {"n_heads": 2, "head_dim": 32, "ffn": []},
+    ]},
+}
+
+
+def cfg_of(name: str, **over):
+    return build_model_config({**SHAPES[name], "vocab_size": VOCAB, **over})
+
+
+def decode_logits(model, ids: torch.Tensor, prefill: int) -> torch.Tensor:
+    cache = make_cache(model, ids.shape[0], ids.shape[1])
+    outs = [model(ids[:, :prefill], kv_cache=cache, start_pos=0).logits]
+    for t in range(prefill, ids.shape[1]):
+        assert cache.length == t
+        outs.append(model(ids[:, t : t + 1], kv_cache=cache, start_pos=t).logits)
+    return torch.cat(outs, dim=1)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("mixer", ["native", "mha", "gqa", "mla"])
+def test_static_cache_decode_equals_full_forward(shape, mixer):
+    """Prefill + one-token steps through the static cache give the full forward's logits (fp32).
+    For MLA: the weight-absorbed cached decode equals the same module's full (up-projected) form."""
+    model = build_decode_model(cfg_of(shape), mixer, n_kv_heads=2, mla=MLASpec(24, 8), seed=3)
+    ids = torch.randint(0, VOCAB, (2, 17), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = model(ids).logits
+        for prefill in (1, 9):
+            torch.testing.assert_close(decode_logits(model, ids, prefill), full, rtol=1e-5, atol=1e-5)
+
+
+def test_qk_norm_and_reordered_norms_decode():
+    cfg = cfg_of("hourglass", qk_norm=True, norm_placement="reordered")
+    model = build_decode_model(cfg, "gqa", n_kv_heads=1, seed=1)
+    ids = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(decode_logits(model, ids, 4), model(ids).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_cache_writes_in_place_and_returns_views():
+    cfg = cfg_of("explicit")
+    model = build_decode_model(cfg, "native")
+    cache = make_cache(model, 1, 8)
+    ptrs = [t.data_ptr() for t in cache._buffers()]
+    with torch.no_grad():
+        for t in range(8):
+            model(torch.tensor([[t]]), kv_cache=cache, start_pos=t)
+    assert [t.data_ptr() for t in cache._buffers()] == ptrs
+    assert cache.k[1] is None and cache.v[1] is None  # the attention-free layer holds nothing
+    assert cache.k[2].shape == (1, 2, 8, 8)  # its own n_kv_heads/head_dim
+    k_all, v_all = cache.update(0, torch.zeros(1, 4, 0, 16), torch.zeros(1, 4, 0, 16))
+    assert k_all.shape == (1, 4, 8, 16) and k_all.data_ptr() == cache.k[0].data_ptr()
+    with pytest.raises(ShapelmError, match="max_len"):
+        cache.update(0, torch.zeros(1, 4, 1, 16), torch.zeros(1, 4, 1, 16))
+
+
+def test_fill_random_and_tiled_set_lengths():
+    cfg = cfg_of("conventional")
+    model = build_decode_model(cfg, "gqa", n_kv_heads=2)
+    cache = make_cache(model, 1, 50)
+    cache.fill_random(40)
+    assert cache.length == 40 and cache.k[0][:, :, 40:].abs().sum() == 0
+    cache.reset()
+    with torch.no_grad():
+        model(torch.arange(7)[None], kv_cache=cache, start_pos=0)
+    cache.fill_tiled(50)
+    assert cache.length == 50
+    torch.testing.assert_close(cache.k[1][:, :, 7:14], cache.k[1][:, :, :7])
+    torch.testing.assert_close(cache.v[2][:, :, 49], cache.v[2][:, :, 0])
+
+
+@pytest.mark.parametrize("mixer", ["mha", "gqa", "mla"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_measured_kv_bytes_equal_eq8(mixer, dtype):
+    """Bytes of the allocated buffers == M_KV = 2 beta L S d_attn / g, on real CPU allocations."""
+    for name in ("cpu_conv", "cpu_hg"):
+        _, cfg = resolve_spec(name)
+        model = build_decode_model(cfg, mixer, dtype=dtype)
+        for length in (1, 1000, 4096):
+            cache = make_cache(model, 1, length)
+            beta = cache.k[0].element_size()
+            assert cache.nbytes() == predicted_kv_bytes(model.config, mixer, length, beta)
+            attn = cfg.layers[0].attention
+            g = {"mha": 1, "gqa": attn.n_heads / (attn.n_heads // 4),
+                 "mla": mla_group_factor(attn.d_attn, 256, 32)}[mixer]
+            assert cache.nbytes() == round(2 * beta * cfg.n_layers * length * attn.d_attn / g)
+            if mixer != "mla":
+                assert cache.nbytes() == kv_cache_bytes(mixer_config(cfg, mixer), length, beta)
+
+
+@pytest.mark.parametrize("mixer", ["mha", "gqa", "mla"])
+def test_kv_reduction_is_exactly_one_minus_layer_ratio(mixer):
+    """Measured allocation bytes: 1 - KV_hg / KV_conv == 1 - L_hg / L_conv exactly.
+    CPU pair on real buffers; the 906M Table 12 pair at 32k..128k on meta buffers (same shapes,
+    no memory), which report the same nbytes as the GPU allocations would."""
+    for pair, device, lengths in (("cpu", "cpu", (1024, 16384)), ("906m", "meta", (32768, 65536, 131072))):
+        (_, conv), (_, hg) = resolve_spec(f"{pair}_conv"), resolve_spec(f"{pair}_hg")
+        conv_m, hg_m = mixer_config(conv, mixer), mixer_config(hg, mixer)
+        mla = MLASpec() if mixer == "mla" else None
+        for length in lengths:
+            kv = [StaticKVCache(c, 1, length, torch.bfloat16, device, mla).nbytes() for c in (conv_m, hg_m)]
+            assert Fraction(kv[1], kv[0]) == Fraction(hg.n_layers, conv.n_layers)
+            assert 1 - Fraction(kv[1], kv[0]) == Fraction(1, 2)
+            assert kv[0] == predicted_kv_bytes(conv_m, mixer, length, 2, mla=mla)
+
+
+def test_table12_group_factors():
+    _, conv = resolve_spec("906m_conv")
+    assert mixer_config(conv, "gqa").layers[0].attention.n_kv_heads == 4  # 16 q heads over 4 KV heads
+    assert mla_group_factor(1536, 256, 32) == pytest.approx(10.667, abs=1e-3)
+    mla = build_decode_model(build_model_config({**PRESETS["cpu_conv"]}), "mla")
+    assert mla.layers[0].attn.shape.cache_width == 288
+
+
+def test_hf_llama_peer_matches_logits():
+    pytest.importorskip("transformers")
+    from shapelm.decode.hf import hf_decode_step, to_llama
+
+    cfg = cfg_of("conventional", qk_norm=False, n_kv_heads=2)
+    model = build_decode_model(cfg, "gqa", n_kv_heads=2, seed=2)
+    hf = to_llama(model)
+    ids = torch.randint(0, VOCAB, (2, 11), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(ids).logits, model(ids).logits, rtol=1e-5, atol=1e-5)
+        step = hf_decode_step(hf, 32)
+        assert step().shape == (1, 1, VOCAB)
+    with pytest.raises(ShapelmError, match="qk_norm"):
+        to_llama(build_decode_model(cfg_of("conventional"), "mha"))
+
+
+def test_parse_lengths():
+    assert parse_lengths("4096, 8k,32K") == [4096, 8192, 32768]
+    with pytest.raises(Exception):
+        parse_lengths("abc")
+
+
+def test_cli_bench_decode_writes_rows(tmp_path):
+    import argparse
+
+    from shapelm.decode.cli import add_commands
+
+    parser = argparse.ArgumentParser(prog="shapelm")  # only this stage: no other stage's imports
+    add_commands(parser.add_subparsers(dest="command"))
+
+    def main(argv):
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    a = json.dumps({**SHAPES["conventional"], "n_layers": 4, "vocab_size": VOCAB, "qk_norm": False})
+    b = json.dumps({**SHAPES["hourglass"], "vocab_size": VOCAB})
+    out = tmp_path / "r.json"
+    rc = main(["bench", "decode", "--arch-a", a, "--arch-b", b, "--mixer", "mha,gqa,mla", "--lengths", "64,96",
+               "--warmup", "1", "--iters", "2", "--n-kv-heads", "2", "--r-kv", "16", "--d-rope", "8",
+               "--threads", "1", "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert len(res["rows"]) == 3 * 2 * 2
+    for row in res["rows"]:
+        assert row["kv_bytes"] == row["kv_bytes_predicted"]
+        assert row["latency_ms_min"] <= row["latency_ms_median"] <= row["latency_ms_max"]
+        assert len(row["times_ms"]) == 2 and row["dtype"] == "float32"
+    assert len(res["comparisons"]) == 6
+    for c in res["comparisons"]:
+        assert c["layer_ratio"] == 2.0 and c["kv_reduction"] == 0.5 and c["speedup"] > 0
