@@ -1,0 +1,163 @@
+"""Finding a checkpoint and a tokenizer from what a user passes on the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from shapelm.errors import ShapelmError
+from shapelm.model.io import CONFIG, WEIGHTS
+
+EOS_TOKEN = "<|endoftext|>"
+
+
+class EvalError(ShapelmError):
+    """Bad evaluation input (checkpoint, tokenizer, task file, data set); names the culprit."""
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """A run directory (``DIR/final/``) or the weights directory itself."""
+    p = Path(path)
+    if not p.exists():
+        raise EvalError(f"{p}: no such checkpoint directory")
+    for cand in (p, p / "final"):
+        if (cand / CONFIG).is_file():
+            if not (cand / WEIGHTS).is_file():
+                raise EvalError(f"{cand / WEIGHTS}: weights file missing beside {CONFIG}")
+            return cand
+    raise EvalError(f"{p}: not a shapelm checkpoint (no {CONFIG} in it or in {p / 'final'})")
+
+
+def load_model(path: str | os.PathLike, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    from shapelm.model.io import load_pretrained
+
+    ckpt = resolve_checkpoint(path)
+    try:
+        model = load_pretrained(ckpt, device=device, dtype=dtype)
+    except ShapelmError as err:
+        raise EvalError(f"checkpoint {ckpt}: {err}") from err
+    model.eval()
+    return model
+
+
+def resolve_device(device: str | None) -> str:
+    if device in (None, "", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    table = {None: torch.float32, "float32": torch.float32, "fp32": torch.float32,
+             "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16, "auto": torch.float32}
+    if dtype not in table:
+        raise EvalError(f"dtype {dtype!r}: expected one of float32, bfloat16, float16")
+    return table[dtype]
+
+
+class TextTokenizer:
+    """One interface over a ``tokenizers.Tokenizer`` file and a transformers tokenizer dir."""
+
+    def __init__(self, spec: str | os.PathLike, hf=None, fast=None) -> None:
+        self.spec = str(spec)
+        self._hf = hf
+        self._fast = fast
+        if self._fast is not None:
+            eos = self._fast.token_to_id(EOS_TOKEN)
+        else:
+            eos = self._hf.eos_token_id
+            if eos is None:
+                eos = self._hf.convert_tokens_to_ids(EOS_TOKEN)
+        if eos is None:
+            raise EvalError(f"tokenizer {spec}: no EOS token ({EOS_TOKEN})")
+        self.eos_id = int(eos)
+
+    @classmethod
+    def load(cls, spec: str | os.PathLike) -> "TextTokenizer":
+        p = Path(spec)
+        if p.is_dir() and (p / "tokenizer_config.json").is_file():
+            from transformers import AutoTokenizer
+
+            try:
+                return cls(spec, hf=AutoTokenizer.from_pretrained(str(p)))
+            except Exception as err:  # transformers raises many kinds
+                raise EvalError(f"tokenizer {p}: cannot load with transformers ({err})") from err
+        try:
+            from shapelm.data.tokenizer import load_tokenizer
+
+            return cls(spec, fast=load_tokenizer(spec))
+        except ImportError:  # the data stage is not installed: accept a plain file/dir
+            pass
+        except ShapelmError as err:
+            raise EvalError(f"tokenizer {spec}: {err}") from err
+        from tokenizers import Tokenizer
+
+        f = p / "tokenizer.json" if p.is_dir() else p
+        if not f.is_file():
+            raise EvalError(f"tokenizer {spec}: no such file (expected a tokenizer.json)")
+        return cls(spec, fast=Tokenizer.from_file(str(f)))
+
+    @property
+    def vocab_size(self) -> int:
+        if self._fast is not None:
+            return self._fast.get_vocab_size()
+        return len(self._hf)
+
+    def encode(self, text: str) -> list[int]:
+        if self._fast is not None:
+            return self._fast.encode(text, add_special_tokens=False).ids
+        return self._hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: list[int]) -> str:
+        if self._fast is not None:
+            return self._fast.decode(list(ids), skip_special_tokens=False)
+        return self._hf.decode(list(ids), skip_special_tokens=False)
+
+    def tokenizer_file(self) -> Path | None:
+        """The tokenizer.json behind a tokenizers-file spec (for export), else None."""
+        if self._fast is None:
+            return None
+        p = Path(self.spec)
+        if p.is_file():
+            return p
+        if p.is_dir() and (p / "tokenizer.json").is_file():
+            return p / "tokenizer.json"
+        try:
+            from shapelm.data.tokenizer import resolve_tokenizer_file
+
+            return resolve_tokenizer_file(self.spec)
+        except Exception:
+            return None
+
+
+def find_tokenizer_near(model_path: str | os.PathLike) -> str | None:
+    """A tokenizer saved beside a checkpoint (DIR/tokenizer.json, DIR/final/, or the manifest)."""
+    p = Path(model_path)
+    for cand in (p, p / "final"):
+        if (cand / "tokenizer_config.json").is_file() or (cand / "tokenizer.json").is_file():
+            return str(cand)
+    manifest = p / "manifest.json"
+    if manifest.is_file():
+        try:
+            m = json.loads(manifest.read_text())
+        except json.JSONDecodeError:
+            return None
+        for key in ("tokenizer",):
+            val = m.get(key) or (m.get("config") or {}).get("data", {}).get(key)
+            if isinstance(val, str):
+                return val
+    return None
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
