@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from shapelm.errors import DataError
 from shapelm.longctx.ruler.tasks import TASK_NAMES
 
 TABLE = "longctx"
@@ -20,7 +21,11 @@ TABLE = "longctx"
 def _load(item) -> dict:
     if isinstance(item, dict):
         return item
-    return json.loads(Path(item).read_text())
+    p = Path(item)
+    try:
+        return json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise DataError(f"{p}: cannot read long-context result JSON ({e})") from e
 
 
 def collect(results_jsons) -> dict[str, dict]:
@@ -81,7 +86,7 @@ def write_longctx_report(results_jsons, out_dir_tables, out_dir_figures) -> dict
     fields = ["run", "length", "proofpile_ppl"] + [f"ruler_{t}" for t in TASK_NAMES] + ["ruler_mean"]
     tmp = paths["csv"].with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if r[k] is None else (round(r[k], 4) if isinstance(r[k], float) else r[k])) for k in fields})

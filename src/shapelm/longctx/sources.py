@@ -110,6 +110,8 @@ def iter_documents(
     if is_token_dir(source):
         yield from token_dir_documents(source)
         return
+    if not Path(source).exists():
+        raise DataError(f"{source}: no such file or directory")
     if tokenizer is None:
         raise DataError(f"{source}: a text source needs --tokenizer (the model's tokenizer)")
     for text in iter_texts(source, text_key):

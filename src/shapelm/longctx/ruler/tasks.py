@@ -244,7 +244,8 @@ class _Gen:
                         )
                         for _ in range(n)
                     ]
-                for index, element in zip(sorted(self.rng.sample(range(n), len(needles)) if n >= len(needles) else range(len(needles)), reverse=True), needles):
+                where = self.rng.sample(range(n), len(needles)) if n >= len(needles) else range(len(needles))
+                for index, element in zip(sorted(where, reverse=True), needles):
                     sentences.insert(index, element)
                 context = "\n".join(sentences)
             idx = self.rng.sample(range(a["num_needle_k"]), a["num_needle_q"])
@@ -262,7 +263,7 @@ class _Gen:
             step = 500 if self.max_len >= 4096 else 25
         else:
             step = 25 if self.max_len >= 4096 else 5
-        lo = 1
+        lo = 1 if kind == "essay" else 0  # 0: the needles alone (tiny contexts)
         size = self.fit(make, lo, step)
         out = []
         for i in range(num_samples):
