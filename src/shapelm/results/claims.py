@@ -168,22 +168,23 @@ def derived_claims(ctx: Context) -> list[Claim]:
     # ---- decode: asymptotes, KV reductions, 64k speedups
     for s, (cname, hname) in sorted(ctx.decode_pairs.items(), key=lambda kv: ctx.acc(kv[1][0])["non_embedding"]):
         conv, hg = ctx.acc(cname), ctx.acc(hname)
+        S = ctx.exp.runs[cname]["scale"]
         row = f"decode_{s}"
         shape = (R.row("hourglass_decode_text", row).get("shape") or {}) if _has_row(row) else {}
         asym = conv["n_attn_layers"] / hg["n_attn_layers"]
         p_asym = _printed("hourglass_decode_text", row, "speedup_asymptote")
-        add(Claim(f"decode_asymptote_{s}", f"{s}: asymptotic decode speedup L_conv/L_hg", "Section 4.7",
+        add(Claim(f"decode_asymptote_{s}", f"{S}: asymptotic decode speedup L_conv/L_hg", "Section 4.7",
                   p_asym.text if p_asym else F.NOT_IN_SEED,
                   shape["l_conv"] / shape["l_hg"] if shape else None, asym, "x", kind="shape"))
         kv = 1 - hg["kv_bytes_per_token"] / conv["kv_bytes_per_token"]
         p_kv = _printed("hourglass_decode_text", row, "kv_reduction_64k")
-        add(Claim(f"kv_reduction_{s}", f"{s}: KV-cache reduction 1 - L_hg/L_conv (equal d_attn)", "Section 1",
+        add(Claim(f"kv_reduction_{s}", f"{S}: KV-cache reduction 1 - L_hg/L_conv (equal d_attn)", "Section 1",
                   p_kv.text if p_kv else F.NOT_IN_SEED,
                   1 - shape["l_hg"] / shape["l_conv"] if shape else None, kv, "pct_plain", kind="shape",
                   note=("Printed 35.3% but 1 - 18/28 = 35.7% (PAPER_NOTES seed 000 item 1)." if s == "3b" else "")))
         p_sp = _printed("hourglass_decode_text", row, "speedup_64k")
         t2 = _printed("hourglass_table2", hname, "decode_latency_64k")
-        add(Claim(f"decode_speedup_64k_{s}", f"{s}: token-decode speedup at 64k (MHA)", "Section 1",
+        add(Claim(f"decode_speedup_64k_{s}", f"{S}: token-decode speedup at 64k (MHA)", "Section 1",
                   p_sp.text if p_sp else F.NOT_IN_SEED, 1 / t2.value if t2 else None,
                   ctx.speedup(s, "mha", 65536), "x"))
 
@@ -191,12 +192,12 @@ def derived_claims(ctx: Context) -> list[Claim]:
     pairs = [(s, c, h) for s, (c, h) in ctx.decode_pairs.items()]
     for s, c, h in sorted(pairs, key=lambda t: ctx.acc(t[1])["non_embedding"]):
         dev = ctx.acc(h)["non_embedding"] / ctx.acc(c)["non_embedding"] - 1
-        add(Claim(f"param_match_{s}", f"{s}: hourglass non-embedding params vs conventional (|dev| <= 0.5%)",
+        add(Claim(f"param_match_{s}", f"{ctx.exp.runs[c]['scale']}: hourglass non-embedding params vs conventional (|dev| <= 0.5%)",
                   "Section 4.1", "0.5%", None, dev, "pct", kind="computed",
                   note="" if abs(dev) <= 0.005 else "outside the 0.5% rule"))
     for s, c, _ in sorted(pairs, key=lambda t: ctx.acc(t[1])["non_embedding"]):
         a = ctx.acc(c)
-        add(Claim(f"tokens_per_param_{s}", f"{s}: trained tokens per non-embedding parameter", "Appendix A.1.1",
+        add(Claim(f"tokens_per_param_{s}", f"{ctx.exp.runs[c]['scale']}: trained tokens per non-embedding parameter", "Appendix A.1.1",
                   "~20", None, a["total_tokens"] / a["non_embedding"], "f1", kind="computed"))
 
     # ---- A.2: reduced-depth 906M saves ~10% FLOPs; Figure 3: ratio ~0.9 saves up to ~3%
@@ -256,13 +257,22 @@ def _has_row(row: str) -> bool:
 CLAIM_COLUMNS = ["id", "claim", "source", "paper", "from_paper_values", "ours", "ours_value", "status", "note"]
 
 
+def _fmt_claim(x: float | None, c: Claim) -> str:
+    if x is None:
+        return F.PENDING
+    try:
+        return F.fmt_like(x, R.PrintedNumber.parse(c.paper), extra=1)
+    except ValueError:
+        return F.fmt_default(x, c.style)
+
+
 def claims_rows(claims: list[Claim]) -> list[dict[str, str]]:
     out = []
     for c in claims:
         out.append({
             "id": c.id, "claim": c.claim, "source": c.source, "paper": c.paper,
-            "from_paper_values": "" if c.from_paper is None else F.fmt_default(c.from_paper, c.style),
-            "ours": _fmt(c.ours, c.style), "ours_value": "" if c.ours is None else repr(float(c.ours)),
+            "from_paper_values": "" if c.from_paper is None else _fmt_claim(c.from_paper, c),
+            "ours": _fmt_claim(c.ours, c), "ours_value": "" if c.ours is None else repr(float(c.ours)),
             "status": c.status, "note": c.note,
         })
     return out

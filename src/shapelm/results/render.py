@@ -115,6 +115,7 @@ def to_latex(t: Table) -> str:
         r"\begin{table}[t]",
         r"\centering\scriptsize",
         r"\setlength{\tabcolsep}{3pt}",
+        r"\resizebox{\linewidth}{!}{%",
         r"\begin{tabular}{l" + "c" * (ncol - 1) + "}",
         r"\toprule",
         " & ".join(["Run"] + [tex_escape(c.header) for c in t.columns]) + r" \\",
@@ -129,7 +130,7 @@ def to_latex(t: Table) -> str:
         lines.append(" & ".join(cells) + r" \\")
     lines += [
         r"\bottomrule",
-        r"\end{tabular}",
+        r"\end{tabular}}",
         r"\caption{" + tex_escape(t.title) + ". Cells: paper / ours (difference); "
         r"$\checkmark$ matches the printed value, $\dagger$ documented difference, (!) undocumented "
         r"mismatch; pending: not run yet.}",

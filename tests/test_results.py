@@ -1,0 +1,329 @@
+"""shapelm.results: tables beside the paper values, derived claims, figures, artifacts, CLI.
+
+One build without any per-run results (module scope) and one with fabricated results
+(tests/results_fixtures.py: clearly fake numbers) keep the suite under a minute.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from shapelm import reference as R
+from shapelm.config import load_experiment
+from shapelm.results import CLAIMS_NAME, artifacts, build_results, write_captions, write_claims
+from shapelm.results import claims as C
+from shapelm.results import fmt as F
+from shapelm.results.context import Context
+from shapelm.results.figures import write_figure
+from shapelm.results.render import write_table
+from shapelm.results.readers import ResultsError, read_downstream, read_ppl
+from shapelm.results.tables import KNOWN_DIFFERENCES, build_table, regenerated_tables
+
+from results_fixtures import fabricate, fake_downstream
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "configs" / "paper.yaml"
+
+
+@pytest.fixture(scope="module")
+def exp():
+    return load_experiment(PAPER)
+
+
+@pytest.fixture(scope="module")
+def empty_build(exp, tmp_path_factory):
+    base = tmp_path_factory.mktemp("empty")
+    paths = build_results(exp, base / "results", base / "figs", base / "work")
+    return base, paths
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+# ----------------------------------------------------------------------------- no results yet
+
+
+def test_build_writes_exactly_the_artifacts(exp, empty_build):
+    base, paths = empty_build
+    listed = artifacts(exp, base / "results", base / "figs")
+    assert sorted(str(p) for p in paths) == sorted(a["path"] for a in listed)
+    for a in listed:
+        assert Path(a["path"]).stat().st_size > 0, a["path"]
+
+
+def test_paper_columns_equal_the_reference_values(exp, empty_build):
+    """Every paper cell of every table is the printed string from paper_values.yaml (or n/a)."""
+    base, _ = empty_build
+    for name in regenerated_tables(exp):
+        rows = read_csv(base / "results" / "tables" / f"{name}.csv")
+        if name not in R.tables() or name == "hourglass_fig4_compute_fit":
+            continue  # Figure 4's printed fit (R^2, 8.7%) is checked in derived_claims below
+        by_run = {r["run"]: r for r in rows}
+        for prow in R.table(name):
+            got = by_run[prow["run"]]
+            for col in R.table_info(name)["columns"]:
+                key = f"{col}_paper"
+                if key not in got:
+                    continue  # a paper column regenerated under another name (none today)
+                expect = prow["values"].get(col, F.NOT_IN_SEED)
+                assert got[key] == expect, (name, prow["run"], col)
+
+
+def test_no_metric_is_invented_before_training(exp, empty_build):
+    base, _ = empty_build
+    for name in regenerated_tables(exp):
+        t = build_table(Context(exp, base / "results", base / "work"), name)
+        for (row, col), cell in t.cells.items():
+            c = next(c for c in t.columns if c.name == col)
+            if c.kind == "metric":
+                assert cell.ours is None and cell.ours_text == F.PENDING, (name, row, col)
+
+
+def test_accounting_reproduces_printed_values(exp, empty_build):
+    """Shape columns are filled before training and match the paper, except documented cells."""
+    ctx = Context(exp, empty_build[0] / "results", empty_build[0] / "work")
+    seen_documented = set()
+    for name in regenerated_tables(exp):
+        t = build_table(ctx, name)
+        for (row, col), cell in t.cells.items():
+            c = next(c for c in t.columns if c.name == col)
+            if c.kind != "shape":
+                continue
+            assert cell.status != "MISMATCH", (name, row, col, cell.paper, cell.ours_text)
+            if cell.status == "documented":
+                seen_documented.add((name, row, col))
+                assert cell.note
+    # the documented inconsistencies of PAPER_NOTES show up as flagged cells
+    for key in [("hourglass_table2", "hg906m_conv", "attn_params"), ("hourglass_table2", "hg8b_conv", "attn_params"),
+                ("hourglass_decode_text", "decode_3b", "kv_reduction_64k")]:
+        assert key in seen_documented
+    # and every listed difference is still real (no stale entries)
+    stale = set(KNOWN_DIFFERENCES) - seen_documented
+    assert not stale, stale
+
+
+def test_key_accounting_cells(exp, empty_build):
+    ctx = Context(exp, empty_build[0] / "results", empty_build[0] / "work")
+    t2 = build_table(ctx, "hourglass_table2")
+    assert t2.cell("hg906m_hg", "train_flops").status == "match"
+    assert t2.cell("hg8b_hg", "ffn_params").status == "match"
+    t8 = build_table(ctx, "hourglass_table8")
+    for run in ("hg906m_conv", "hg906m_conv_attn0p9", "hg906m_hg", "hg906m_hg_attn0p9"):
+        assert t8.cell(run, "params").status == "match"
+        assert t8.cell(run, "flops").status == "match"
+    t12 = build_table(ctx, "hourglass_table12")
+    for run in ("decode906m_mha", "decode906m_gqa", "decode906m_mla"):
+        assert t12.cell(run, "kv_reduction").status == "match"
+        assert t12.cell(run, "g").status == "match"
+    for name in ("hourglass_table10", "hourglass_table11"):
+        t = build_table(ctx, name)
+        assert all(t.cell(r.id, c).status == "match" for r in t.rows for c in ("model_size", "attn_size", "ffn_size"))
+
+
+def test_tables_without_runs_are_pending(exp, tmp_path):
+    """A config without the Tapered/LWS runs: those tables exist and every 'ours' cell is pending."""
+    raw = {k: v for k, v in exp.raw.items()}
+    raw["runs"] = {k: v for k, v in exp.raw["runs"].items() if k.startswith("hg113m_conv")}
+    small = load_experiment(raw)
+    ctx = Context(small, tmp_path / "r", tmp_path / "w")
+    for name in ("tapered_table1", "lws_table3", "hourglass_table2", "hourglass_longctx",
+                 "hourglass_fig5_decode_latency"):
+        t = build_table(ctx, name)
+        assert all(cell.ours is None for cell in t.cells.values()), name
+    names = [a["name"] for a in artifacts(small)]
+    assert "tapered_table1" in names and "lws_table3" in names
+
+
+def test_markdown_and_latex_readable(empty_build):
+    base, _ = empty_build
+    md = (base / "results" / "tables" / "hourglass_table2.md").read_text()
+    assert "3.34e+16 / 3.343e+16" in md and "⚑" in md and "pending" in md
+    tex = (base / "results" / "tables" / "hourglass_table2.tex").read_text()
+    assert tex.count(r"\begin{tabular}") == 1 and r"-2.40\%" in tex
+    assert not re.search(r"(?<!\\)[_%#]", tex.split("\n", 1)[1].replace("{!}{%", ""))
+
+
+# ----------------------------------------------------------------------------- with (fake) results
+
+
+@pytest.fixture(scope="module")
+def fake_build(exp, tmp_path_factory):
+    base = tmp_path_factory.mktemp("fake")
+    fabricate(exp, base / "results", base / "work")
+    ctx = Context(exp, base / "results", base / "work")
+    for name in regenerated_tables(exp):  # tables only; figures with results are tested below
+        write_table(build_table(ctx, name), base / "results" / "tables")
+    write_claims(C.derived_claims(ctx), base / "results" / "tables")
+    return base
+
+
+def test_figures_with_results(exp, fake_build, tmp_path):
+    ctx = Context(exp, fake_build / "results", fake_build / "work")
+    for name in ("hourglass_fig2_frozen_head", "hourglass_fig4_compute_fit", "hourglass_fig5_decode_latency",
+                 "hourglass_fig6_403m_sweep"):
+        for p in write_figure(ctx, name, tmp_path):
+            assert p.stat().st_size > 1000
+
+
+def test_values_flow_into_tables(exp, fake_build):
+    tables = fake_build / "results" / "tables"
+    ppl = json.loads((fake_build / "results" / "runs" / "hg906m_conv" / "ppl.json").read_text())
+    rows = {r["run"]: r for r in read_csv(tables / "hourglass_table7.csv")}
+    r = rows["hg906m_conv"]
+    ours = float(r["val_ppl_ours_value"])
+    assert ours == pytest.approx(ppl["aggregate"]["val_ppl"])
+    assert float(r["val_ppl_diff"]) == pytest.approx(ours - 26.00)
+    assert float(r["val_ppl_rel_diff"]) == pytest.approx(ours / 26.00 - 1)
+    assert r["val_ppl_status"] == "measured"
+    # Table 1 compares exp(mean loss) (its aggregate), and shows the mean of set PPLs beside it
+    t1 = {r["run"]: r for r in read_csv(tables / "hourglass_table1.csv")}["hg113m_conv"]
+    p1 = json.loads((fake_build / "results" / "runs" / "hg113m_conv" / "ppl.json").read_text())["aggregate"]
+    assert float(t1["val_ppl_ours_value"]) == pytest.approx(p1["exp_mean_loss"])
+    assert float(t1["val_ppl_mean_sets_ours_value"]) == pytest.approx(p1["val_ppl"])
+    # per-set values by fuzzy set name
+    t6 = {r["run"]: r for r in read_csv(tables / "hourglass_table6.csv")}["hg3b_hg"]
+    sets = json.loads((fake_build / "results" / "runs" / "hg3b_hg" / "ppl.json").read_text())["sets"]
+    assert float(t6["loss_dolma_cc_ours_value"]) == pytest.approx(sets["dolma_common-crawl"]["loss"])
+    assert float(t6["ppl_wikitext_ours_value"]) == pytest.approx(sets["wikitext_103"]["ppl"])
+
+
+def test_deltas_are_computed_from_ours(exp, fake_build):
+    tables = fake_build / "results" / "tables"
+    rows = {r["run"]: r for r in read_csv(tables / "hourglass_table2.csv")}
+    hg, conv = float(rows["hg3b_hg"]["val_ppl_ours_value"]), float(rows["hg3b_conv"]["val_ppl_ours_value"])
+    delta = float(rows["hg3b_hg"]["val_ppl_delta_ours_value"])
+    assert delta == pytest.approx(hg / conv - 1)
+    assert float(rows["hg3b_hg"]["val_ppl_delta_diff"]) == pytest.approx((delta - 0.0083) * 100)  # pp
+    t8 = {r["run"]: r for r in read_csv(tables / "hourglass_table8.csv")}
+    d = float(t8["hg906m_hg_attn0p9"]["val_loss_delta_ours_value"])
+    assert d == pytest.approx(float(t8["hg906m_hg_attn0p9"]["val_loss_ours_value"])
+                              - float(t8["hg906m_hg"]["val_loss_ours_value"]))
+    # decode: Table 12 speedups and Table 2 latency from decode.json
+    ctx = Context(exp, fake_build / "results", fake_build / "work")
+    t12 = build_table(ctx, "hourglass_table12")
+    conv, hg = ctx.decode_pairs["906m"]
+    expect = ctx.latency(conv, "gqa", 65536) / ctx.latency(hg, "gqa", 65536)
+    assert t12.cell("decode906m_gqa", "speedup_64k").ours == pytest.approx(expect)
+    assert float(rows["hg906m_hg"]["decode_latency_64k_ours_value"]) == pytest.approx(
+        ctx.latency(hg, "mha", 65536) / ctx.latency(conv, "mha", 65536))
+    lc = {r["run"]: r for r in read_csv(tables / "hourglass_longctx.csv")}
+    assert lc["hg8b_hg"]["proofpile_ppl_64k_status"] == "n/a"
+    assert float(lc["hg8b_hg"]["ruler_4k_ours_value"]) > 0
+
+
+def test_figure4_fit_recovers_synthetic_line():
+    a, b = 0.2, 0.05
+    cs = [1e20, 1e21, 1e22]
+    fit = C.fit_log_compute(cs, [a + b * math.log10(c) for c in cs])
+    assert fit.a == pytest.approx(a) and fit.b == pytest.approx(b) and fit.r2 == pytest.approx(1.0)
+    # hourglass reaches any accuracy with 10% less compute: its line is shifted by b*log10(1/0.9)
+    conv = C.Fit(a, b, 1.0, 3)
+    hg = C.fit_log_compute(cs, [a + b * math.log10(c / 0.9) for c in cs])
+    assert C.compute_saving(conv, hg, 0.6) == pytest.approx(0.10)
+    pts = {"conv": (cs, [a + b * math.log10(c) for c in cs]), "hg": (cs, [a + b * math.log10(c / 0.9) for c in cs])}
+    assert C.fig4_fits(pts)[2] == pytest.approx(0.10)
+
+
+def test_figure4_paper_fit_reproduces_printed_r2():
+    conv, hg, saving = C.fig4_fits(C.fig4_points_paper())
+    assert R.PrintedNumber.parse("0.996").matches(conv.r2)
+    assert R.PrintedNumber.parse("0.997").matches(hg.r2)
+    assert 0.08 < saving < 0.095  # printed 8.7%; where it is read off is not stated
+
+
+def test_derived_claims_with_fake_fit(exp, tmp_path):
+    # fabricated accuracies exactly on a line in log10(C) for both architectures
+    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    for run in ctx.runs_for_table("hourglass_fig4_compute_fit"):
+        acc = ctx.acc(run)
+        shift = 0.0 if acc["kind"] == "conventional" else 0.05 * math.log10(1 / 0.8)
+        avg = 0.1 + 0.05 * math.log10(acc["total_compute"]) + shift
+        p = tmp_path / "r" / "runs" / run / "downstream.json"
+        p.parent.mkdir(parents=True)
+        p.write_text(json.dumps(fake_downstream(run, avg_acc=avg)))
+    claims = {c.id: c for c in C.derived_claims(Context(exp, tmp_path / "r", tmp_path / "w"))}
+    assert claims["fig4_conv_b"].ours == pytest.approx(0.05)
+    assert claims["fig4_hg_r2"].ours == pytest.approx(1.0)
+    assert claims["fig4_compute_saving"].ours == pytest.approx(0.2)
+    assert claims["kv_reduction_3b"].status == "documented"
+    assert claims["decode_asymptote_906m"].status == "match"
+
+
+def test_claims_file_has_printed_claims(empty_build):
+    rows = read_csv(empty_build[0] / "results" / "tables" / f"{CLAIMS_NAME}.csv")
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["fig4_compute_saving"]["paper"] == "8.7%"
+    assert {by_id["fig4_conv_r2"]["paper"], by_id["fig4_hg_r2"]["paper"]} == {"0.996", "0.997"}
+    assert [by_id[f"decode_asymptote_{s}"]["paper"] for s in ("906m", "3b", "8b")] == ["2×", "1.56×", "1.45×"]
+    assert [by_id[f"kv_reduction_{s}"]["paper"] for s in ("906m", "3b", "8b")] == ["50.0%", "35.3%", "31.3%"]
+    assert by_id["fig4_compute_saving"]["ours"] == F.PENDING
+
+
+# ----------------------------------------------------------------------------- artifacts, readers, CLI
+
+
+def test_artifacts_deterministic_and_complete(exp):
+    a1, a2 = artifacts(exp), artifacts(load_experiment(PAPER))
+    assert a1 == a2
+    paths = [a["path"] for a in a1]
+    assert len(paths) == len(set(paths))
+    names = {a["name"] for a in a1 if a["kind"] == "table"}
+    for run in exp.runs.values():
+        assert set(run["tables"]) <= names
+    for t in ("hourglass_table1", "hourglass_table2", "hourglass_table5", "hourglass_table6", "hourglass_table7",
+              "hourglass_table8", "hourglass_table9", "hourglass_table10", "hourglass_table11",
+              "hourglass_table12", "hourglass_longctx", "tapered_table1", "tapered_fig2_blocks", "tapered_table2",
+              "lws_table3", CLAIMS_NAME):
+        assert t in names
+    figs = {a["name"] for a in a1 if a["kind"] == "figure"}
+    assert {"hourglass_fig2_frozen_head", "hourglass_fig3_906m_sweep", "hourglass_fig4_compute_fit",
+            "hourglass_fig5_decode_latency", "hourglass_fig6_403m_sweep", "hourglass_longctx",
+            "tapered_table1_heatmap", "tapered_fig2_blocks"} <= figs
+    assert all(a["caption"] and a["category"] for a in a1)
+    assert all(a["path"].startswith(("results/paper/tables/", "paper_figures/paper/")) for a in a1)
+
+
+def test_committed_captions_are_current(exp, tmp_path):
+    written = write_captions(exp, tmp_path)
+    for p in written:
+        committed = ROOT / "workflow" / "report" / p.name
+        assert committed.exists(), f"run `shapelm results captions configs/paper.yaml` ({p.name} missing)"
+        assert committed.read_text() == p.read_text(), p.name
+
+
+def test_readers_are_tolerant(tmp_path):
+    flat = tmp_path / "ppl.json"
+    flat.write_text(json.dumps({"val_loss": 3.0, "val_ppl": 21.0}))
+    p = read_ppl(flat)
+    assert p.val_loss == 3.0 and p.val_ppl == 21.0 and p.exp_mean_loss == pytest.approx(math.exp(3.0))
+    sets_only = tmp_path / "sets.json"
+    sets_only.write_text(json.dumps({"result": {"sets": {"a": {"loss": 1.0}, "b": {"loss": 3.0}}}}))
+    p = read_ppl(sets_only)
+    assert p.val_loss == 2.0 and p.val_ppl == pytest.approx((math.e + math.e**3) / 2)
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"arc_easy": 0.5, "avg_acc": 0.5, "avg_ppl": 1.2}))
+    d = read_downstream(ds)
+    assert d.tasks == {"arc_easy": 0.5} and d.avg_acc == 0.5 and d.avg_ppl == 1.2
+    assert read_ppl(tmp_path / "missing.json") is None
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ResultsError, match="bad.json"):
+        read_ppl(bad)
+
+
+def test_cli_list_and_errors(capsys, tmp_path):
+    from shapelm.cli import main
+
+    assert main(["results", "list", str(PAPER)]) == 0
+    out = capsys.readouterr().out
+    assert "results/paper/tables/hourglass_table2.csv" in out and "paper_figures/paper/" in out
+    assert main(["results", "build", str(tmp_path / "nope.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
