@@ -8,6 +8,8 @@ TORCH_SOURCE := $(if $(wildcard $(WHEELS)/torch-*),--find-links $(WHEELS),--extr
 CORES ?= 2
 CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
+# This machine sets PYTHONDONTWRITEBYTECODE, which makes every process recompile torch (~20 s).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: env test test-slow demo dry-run plan lock bench clean-demo
 

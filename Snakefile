@@ -5,7 +5,11 @@
 #   snakemake --profile slurm run_hg906m_hg  one run (train + every evaluation of it)
 # Rules only call `shapelm` entry points; the logic lives in src/shapelm and is unit-tested.
 
-configfile: "configs/default.yaml"
+# The tiny default unless a config is given (--configfile merges into, not replaces, this one).
+if not config:
+
+    configfile: "configs/default.yaml"
+
 
 
 include: "workflow/rules/common.smk"
