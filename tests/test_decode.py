@@ -201,3 +201,18 @@ def test_cli_bench_decode_writes_rows(tmp_path):
     assert len(res["comparisons"]) == 6
     for c in res["comparisons"]:
         assert c["layer_ratio"] == 2.0 and c["kv_reduction"] == 0.5 and c["speedup"] > 0
+
+
+def test_resolve_spec_forms(tmp_path):
+    import yaml
+
+    name, cfg = resolve_spec("906m_hg")
+    assert (name, cfg.n_layers, cfg.d_model, cfg.layers[0].attention.d_attn) == ("906m_hg", 12, 2496, 1536)
+    spec = {**SHAPES["hourglass"], "vocab_size": VOCAB}
+    (tmp_path / "hg.yaml").write_text(yaml.safe_dump(spec))
+    assert resolve_spec(str(tmp_path / "hg.yaml"))[1] == build_model_config(spec)
+    (tmp_path / "model_config.json").write_text(json.dumps(build_model_config(spec).to_dict()))
+    assert resolve_spec(str(tmp_path / "model_config.json"))[1].n_layers == 2
+    (tmp_path / "run.json").write_text(json.dumps({"name": "r1", "model": build_model_config(spec).to_dict()}))
+    assert resolve_spec(str(tmp_path / "run.json"), vocab_size=50)[0] == "r1"
+    assert resolve_spec(json.dumps(spec), vocab_size=50)[1].vocab_size == 50
