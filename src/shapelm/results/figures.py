@@ -76,7 +76,8 @@ def fig2_frozen_head(ctx: Context) -> plt.Figure:
     ax.set_xlabel("training tokens (billions)")
     ax.set_ylabel("training loss (nats/token)")
     ax.set_title("Figure 2: frozen LM head at 403M — training loss")
-    ax.legend(fontsize=7, loc="upper right" if not any_curve else "lower left")
+    if runs:
+        ax.legend(fontsize=7, loc="upper right" if not any_curve else "lower left")
     ax.grid(alpha=0.3)
     return fig
 
