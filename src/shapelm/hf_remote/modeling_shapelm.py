@@ -1,0 +1,221 @@
+"""shapelm's decoder as a Hugging Face `PreTrainedModel` (trust_remote_code export).
+
+The same computation as `shapelm.model.transformer` (per-layer attention shape, K residual
+SwiGLU sub-MLPs per layer, pre or reordered RMSNorm, optional QK-norm over full q/k widths,
+RoPE with optional YaRN), written self-contained. Parameter names are shapelm's under
+``model.``, so the export is a rename. No KV cache: `use_cache` is off and generation
+recomputes the prefix (correct, slower); an attention mask handles right or left padding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+try:
+    from .configuration_shapelm import ShapelmConfig
+except ImportError:  # loaded as a top-level module
+    from configuration_shapelm import ShapelmConfig
+
+
+def rope_inv_freq(head_dim, theta, scaling=None):
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
+    extrap = 1.0 / (theta**exponents)
+    if not scaling:
+        return extrap, 1.0
+    factor = float(scaling["factor"])
+    original = int(scaling["original_max_position_embeddings"])
+    beta_fast = float(scaling.get("beta_fast", 32.0))
+    beta_slow = float(scaling.get("beta_slow", 1.0))
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+    def corr(rot):
+        return (head_dim * math.log(original / (rot * 2 * math.pi))) / (2 * math.log(theta))
+
+    interp = 1.0 / (factor * theta**exponents)
+    low, high = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), head_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = (torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)
+    w = 1.0 - ramp.clamp(0.0, 1.0)
+    return interp * (1 - w) + extrap * w, float(attention_factor)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x * self.weight.float()).to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config, shape):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = shape["n_heads"], shape["n_kv_heads"], shape["head_dim"]
+        d, d_attn, kv = config.hidden_size, self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(d, d_attn, bias=False)
+        self.k_proj = nn.Linear(d, kv, bias=False)
+        self.v_proj = nn.Linear(d, kv, bias=False)
+        self.o_proj = nn.Linear(d_attn, d, bias=False)
+        self.q_norm = RMSNorm(d_attn, config.rms_norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(kv, config.rms_norm_eps) if config.qk_norm else None
+
+    def forward(self, x, cos, sin, mask):
+        b, s, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
+        k = k.view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if self.n_kv_heads != self.n_heads:
+            rep = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        if mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.o_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d, width):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, width, bias=False)
+        self.up_proj = nn.Linear(d, width, bias=False)
+        self.down_proj = nn.Linear(width, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config, layer):
+        super().__init__()
+        attn = layer.get("attention")
+        d, eps = config.hidden_size, config.rms_norm_eps
+        self.reordered = config.norm_placement == "reordered"
+        self.attn = Attention(config, attn) if attn else None
+        self.attn_norm = RMSNorm(d, eps) if attn else None
+        self.mlps = nn.ModuleList(SwiGLU(d, w) for w in layer.get("ffn_widths", []))
+        self.mlp_norms = nn.ModuleList(RMSNorm(d, eps) for _ in layer.get("ffn_widths", []))
+
+    def forward(self, x, rope, mask):
+        if self.attn is not None:
+            cos, sin = rope[self.attn.head_dim]
+            if self.reordered:
+                x = x + self.attn_norm(self.attn(x, cos, sin, mask))
+            else:
+                x = x + self.attn(self.attn_norm(x), cos, sin, mask)
+        for norm, mlp in zip(self.mlp_norms, self.mlps):
+            x = x + (norm(mlp(x)) if self.reordered else mlp(norm(x)))
+        return x
+
+
+class ShapelmPreTrainedModel(PreTrainedModel):
+    config_class = ShapelmConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["Block"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
+        elif isinstance(module, RMSNorm):
+            nn.init.ones_(module.weight)
+
+
+class ShapelmModel(ShapelmPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Block(config, layer) for layer in config.layers)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None):
+        x = self.embed_tokens(input_ids)
+        b, s = input_ids.shape
+        mask = None
+        if position_ids is None:
+            if attention_mask is not None and not bool(attention_mask.all()):
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+            else:
+                position_ids = torch.arange(s, device=x.device)[None].expand(b, s)
+        if attention_mask is not None and not bool(attention_mask.all()):
+            causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+            keep = attention_mask.bool()[:, None, None, :]
+            mask = causal[None, None] & keep
+            mask = mask | torch.eye(s, dtype=torch.bool, device=x.device)[None, None]  # no empty rows
+        rope = {}
+        for block in self.layers:
+            if block.attn is not None and block.attn.head_dim not in rope:
+                inv, factor = rope_inv_freq(block.attn.head_dim, self.config.rope_theta,
+                                            self.config.shapelm_rope_scaling)
+                freqs = position_ids.to(torch.float32)[..., None] * inv.to(x.device)
+                emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [b, 1, s, head_dim]
+                rope[block.attn.head_dim] = ((emb.cos() * factor).to(x.dtype), (emb.sin() * factor).to(x.dtype))
+            x = block(x, rope, mask)
+        return self.norm(x)
+
+
+class ShapelmForCausalLM(ShapelmPreTrainedModel, GenerationMixin):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = ShapelmModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.model.embed_tokens = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, labels=None, **kwargs):
+        h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        logits = self.lm_head(h)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits[:, :-1].float().reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                ignore_index=-100,
+            )
+        return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+
