@@ -1,6 +1,6 @@
 """CPU decode benchmark: hourglass-over-conventional speedup vs the layer ratio L_conv / L_hg.
 
-    .venv/bin/python benchmarks/decode_latency.py                      # cpu pair, MHA, 1k..32k
+    .venv/bin/python benchmarks/decode_latency.py                      # cpu pair, MHA, 1k..64k
     .venv/bin/python benchmarks/decode_latency.py --mixer mha,gqa,mla --out /tmp/decode_cpu.json
 
 Not a unit test: wall-clock timings. It prints measured speedups beside L_conv/L_hg and the share
@@ -28,11 +28,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="cpu", choices=sorted(PAIRS))
     ap.add_argument("--mixer", default="mha")
-    ap.add_argument("--lengths", default="1k,4k,16k,32k")
+    ap.add_argument("--lengths", default="1k,4k,16k,32k,64k")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--peer-length", type=int, default=4096, help="0 to skip the transformers peer")
+    ap.add_argument("--peer-length", type=int, default=16384, help="0 to skip the transformers peer")
     ap.add_argument("--out", help="results JSON")
     args = ap.parse_args()
 

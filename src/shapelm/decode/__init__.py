@@ -1,0 +1,23 @@
+"""KV-cache decode path and the decode-latency benchmark (seed 000 4.7, B.1; docs/DECODE.md)."""
+
+from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.decode.mla import MLAAttention, MLAShape
+from shapelm.decode.model import (
+    MIXERS,
+    build_decode_model,
+    make_cache,
+    mixer_config,
+    predicted_kv_bytes,
+)
+
+__all__ = [
+    "MIXERS",
+    "MLAAttention",
+    "MLAShape",
+    "MLASpec",
+    "StaticKVCache",
+    "build_decode_model",
+    "make_cache",
+    "mixer_config",
+    "predicted_kv_bytes",
+]
