@@ -1,0 +1,238 @@
+"""Parity between shapelm and Hugging Face transformers (float32 logits, allclose).
+
+* conventional shapelm weights copied into stock `Olmo2ForCausalLM` (qk_norm, reordered norm)
+  and `LlamaForCausalLM` (no qk_norm, pre-norm), with and without YaRN, d_attn != d_model;
+* an hourglass with K=1 and d_attn=d_model is the conventional model (same weights);
+* `shapelm export-hf` directories load with AutoModelForCausalLM(trust_remote_code=True) and
+  give shapelm's logits: stock and remote-code architectures, generation, lm-eval's `hf`.
+"""
+
+import json
+
+import pytest
+import torch
+
+from shapelm.evaluation.export_hf import (
+    choose_architecture,
+    export_hf,
+    stock_config,
+    stock_state_dict,
+)
+from shapelm.evaluation.loading import EvalError
+from shapelm.model import ModelConfig, build_model, save_pretrained
+from shapelm.model.builders import build_model_config
+
+V = 300
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tmp_path_factory):
+    from shapelm.data.tokenizer import train_bpe
+    from shapelm.evaluation.synthetic import synthetic_documents
+
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    train_bpe(synthetic_documents(), 280, path)
+    return path
+YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+
+
+def cfg(layers=None, **kw):
+    base = dict(vocab_size=V, d_model=32, max_seq_len=128,
+                layers=layers or [{"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8},
+                                   "ffn_widths": [64]}] * 2)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def randomized(config):
+    """A model whose norm weights are not all ones (so misplaced norms would show)."""
+    torch.manual_seed(0)
+    m = build_model(config)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    return m.eval()
+
+
+def ids(seq=80, batch=2):
+    return torch.randint(0, V, (batch, seq), generator=torch.Generator().manual_seed(1))
+
+
+def stock_copy(model, arch):
+    from transformers import LlamaForCausalLM, Olmo2ForCausalLM
+
+    hf_cfg = stock_config(model.config, arch)
+    cls = {"LlamaForCausalLM": LlamaForCausalLM, "Olmo2ForCausalLM": Olmo2ForCausalLM}[arch]
+    hf = cls(hf_cfg).eval()
+    missing, unexpected = hf.load_state_dict(stock_state_dict(model.state_dict(), arch), strict=False)
+    assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
+    return hf
+
+
+CASES = {
+    "olmo2": (dict(qk_norm=True, norm_placement="reordered"), "Olmo2ForCausalLM"),
+    "llama": (dict(qk_norm=False, norm_placement="pre"), "LlamaForCausalLM"),
+    "olmo2_yarn": (dict(qk_norm=True, norm_placement="reordered", rope_scaling=YARN), "Olmo2ForCausalLM"),
+    "llama_yarn": (dict(qk_norm=False, norm_placement="pre", rope_scaling=YARN), "LlamaForCausalLM"),
+    "olmo2_narrow_attn": (dict(qk_norm=True, norm_placement="reordered", layers=[
+        {"attention": {"n_heads": 2, "n_kv_heads": 1, "head_dim": 12}, "ffn_widths": [48]}] * 3),
+        "Olmo2ForCausalLM"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_weights_copied_into_stock_transformers_match(case):
+    kw, arch = CASES[case]
+    model = randomized(cfg(**kw))
+    assert choose_architecture(model.config) == arch
+    hf = stock_copy(model, arch)
+    x = ids()
+    with torch.no_grad():
+        ref, got = model(x).logits, hf(x).logits
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_yarn_changes_logits_beyond_original_length():
+    """Guard against a parity test that passes because RoPE scaling is ignored on both sides."""
+    plain = randomized(cfg(qk_norm=False))
+    yarn = randomized(cfg(qk_norm=False, rope_scaling=YARN))
+    x = ids(seq=100)
+    with torch.no_grad():
+        assert not torch.allclose(plain(x).logits, yarn(x).logits, atol=1e-4)
+
+
+def test_hourglass_k1_full_attention_equals_conventional():
+    common = dict(d_model=32, n_layers=2, d_h=64, n_heads=4, vocab_size=V, max_seq_len=64)
+    conv = build_model_config({"kind": "conventional", **common})
+    hour = build_model_config({"kind": "hourglass", "k": 1, "d_attn": 32, **common})
+    a, b = build_model(conv).eval(), build_model(hour).eval()
+    b.load_state_dict(a.state_dict())
+    x = ids(seq=40)
+    with torch.no_grad():
+        torch.testing.assert_close(b(x).logits, a(x).logits, rtol=0, atol=0)
+    # ... and its remote-code export equals the stock export of the same weights
+    assert choose_architecture(hour) == choose_architecture(conv)
+
+
+def _export_and_load(tmp_path, model, name, **kw):
+    from transformers import AutoModelForCausalLM
+
+    save_pretrained(model, tmp_path / name / "final")
+    info = export_hf(tmp_path / name, tmp_path / f"{name}_hf", **kw)
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / f"{name}_hf", trust_remote_code=True,
+                                              dtype=torch.float32).eval()
+    return info, hf
+
+
+REMOTE_CASES = {
+    "hourglass_k3": [{"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [16] * 3}] * 2,
+    "per_layer": [
+        {"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [64]},
+        {"attention": None, "ffn_widths": [32]},
+        {"attention": {"n_heads": 2, "n_kv_heads": 1, "head_dim": 6}, "ffn_widths": []},
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(REMOTE_CASES))
+@pytest.mark.parametrize("placement", ["pre", "reordered"])
+def test_export_remote_code_matches(tmp_path, case, placement):
+    model = randomized(cfg(layers=REMOTE_CASES[case], norm_placement=placement, rope_scaling=YARN))
+    info, hf = _export_and_load(tmp_path, model, case)
+    assert info["architecture"] == "ShapelmForCausalLM"
+    conf = json.loads((tmp_path / f"{case}_hf" / "config.json").read_text())
+    assert conf["auto_map"]["AutoModelForCausalLM"] == "modeling_shapelm.ShapelmForCausalLM"
+    assert (tmp_path / f"{case}_hf" / "modeling_shapelm.py").is_file()
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_export_pre_norm_with_qk_norm_uses_remote_code(tmp_path):
+    model = randomized(cfg(qk_norm=True, norm_placement="pre"))
+    info, hf = _export_and_load(tmp_path, model, "pre_qk")
+    assert info["architecture"] == "ShapelmForCausalLM"
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["olmo2_yarn", "llama"])
+def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokenizer):
+    from transformers import AutoTokenizer
+
+    kw, arch = CASES[case]
+    model = randomized(cfg(**kw))
+    info, hf = _export_and_load(tmp_path, model, case, tokenizer=str(tiny_tokenizer))
+    assert info["architecture"] == arch and type(hf).__name__ == arch
+    out = tmp_path / f"{case}_hf"
+    assert not (out / "modeling_shapelm.py").exists()
+    tok = AutoTokenizer.from_pretrained(out)
+    assert tok.eos_token == "<|endoftext|>"
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_remote_code_padding_and_generation(tmp_path):
+    model = randomized(cfg(layers=REMOTE_CASES["hourglass_k3"]))
+    _, hf = _export_and_load(tmp_path, model, "gen")
+    x = ids(seq=12, batch=1)
+    # left padding with a mask gives the unpadded logits
+    padded = torch.cat([torch.zeros(1, 5, dtype=torch.long), x], 1)
+    mask = torch.cat([torch.zeros(1, 5, dtype=torch.long), torch.ones_like(x)], 1)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(padded, attention_mask=mask).logits[:, 5:], model(x).logits,
+                                   rtol=1e-5, atol=1e-5)
+    out = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=4, do_sample=False)
+    ref = x
+    with torch.no_grad():
+        for _ in range(4):
+            ref = torch.cat([ref, model(ref).logits[:, -1:].argmax(-1)], 1)
+    assert out.tolist() == ref.tolist()
+
+
+def test_hourglass_remote_equals_stock_export_of_same_weights(tmp_path):
+    """K=1, d_attn=d_model exported through the remote-code path equals the stock export."""
+    model = randomized(cfg(qk_norm=True, norm_placement="reordered"))
+    save_pretrained(model, tmp_path / "m" / "final")
+    from transformers import AutoModelForCausalLM
+
+    export_hf(tmp_path / "m", tmp_path / "stock")
+    export_hf(tmp_path / "m", tmp_path / "remote", force_remote=True)
+    a = AutoModelForCausalLM.from_pretrained(tmp_path / "stock", dtype=torch.float32)
+    b = AutoModelForCausalLM.from_pretrained(tmp_path / "remote", trust_remote_code=True, dtype=torch.float32)
+    assert type(a).__name__ == "Olmo2ForCausalLM" and type(b).__name__ == "ShapelmForCausalLM"
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(b(x).logits, a(x).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_lm_eval_hf_model_matches_shapelm_lm(tmp_path, tiny_tokenizer):
+    pytest.importorskip("accelerate", reason="lm-eval's hf model needs accelerate")
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from shapelm.evaluation.lm_eval_model import ShapelmLM
+
+    model = randomized(cfg(layers=REMOTE_CASES["hourglass_k3"]))
+    save_pretrained(model, tmp_path / "m" / "final")
+    export_hf(tmp_path / "m", tmp_path / "hf", tokenizer=str(tiny_tokenizer))
+    reqs = [Instance("loglikelihood", {}, ("the cat", " sat on the mat"), 0),
+            Instance("loglikelihood", {}, ("Question: why?\nAnswer:", " because"), 1)]
+    a = HFLM(pretrained=str(tmp_path / "hf"), trust_remote_code=True, dtype="float32",
+             batch_size=2, device="cpu").loglikelihood(reqs)
+    b = ShapelmLM(model=model, tokenizer=str(tiny_tokenizer)).loglikelihood(reqs)
+    for (la, ga), (lb, gb) in zip(a, b):
+        assert la == pytest.approx(lb, abs=1e-4) and ga == gb
+
+
+def test_export_rejects_checkpoint_whose_shape_disagrees_with_config(tmp_path):
+    model = randomized(cfg())
+    save_pretrained(model, tmp_path / "m" / "final")
+    conf = json.loads((tmp_path / "m/final/model_config.json").read_text())
+    conf["layers"][0]["ffn_widths"] = [72]
+    (tmp_path / "m/final/model_config.json").write_text(json.dumps(conf))
+    with pytest.raises(EvalError, match=r"layers\.0\.mlps\.0\.\w+_proj\.weight"):
+        export_hf(tmp_path / "m", tmp_path / "hf")
