@@ -2,8 +2,9 @@
 transformers' own `StaticCache`, to check shapelm's decode path is not slower.
 
 `to_llama(model)` copies the weights of a shapelm `Transformer` whose shape LLaMA can express
-(uniform layers, one SwiGLU per layer, pre-norm, no QK-norm, no YaRN) with this mapping
-(independent of `shapelm export-hf`, which was not in the tree when this was written):
+(uniform layers, one SwiGLU per layer, pre-norm, no QK-norm, no YaRN). It uses
+`shapelm.evaluation.export_hf` (`stock_config` / `stock_state_dict`, the `shapelm export-hf`
+mapping) when that module is importable, else its own identical mapping:
 
     embed_tokens -> model.embed_tokens          layers.i.attn_norm  -> input_layernorm
     layers.i.attn.{q,k,v,o}_proj -> self_attn   layers.i.mlp_norms.0 -> post_attention_layernorm
@@ -67,13 +68,22 @@ def to_llama(model: Transformer, attn_implementation: str = "sdpa"):
     """A `LlamaForCausalLM` with `model`'s weights (same device and dtype)."""
     from transformers import LlamaForCausalLM
 
-    hf_cfg = llama_config(model.config)
+    hf_cfg = llama_config(model.config)  # validates the shape either way
+    state = None
+    try:
+        from shapelm.evaluation.export_hf import stock_config, stock_state_dict
+
+        hf_cfg = stock_config(model.config, "LlamaForCausalLM")
+        state = stock_state_dict({k: v.detach() for k, v in model.state_dict().items()}, "LlamaForCausalLM")
+    except ImportError:
+        pass
+    if state is None:
+        state = {k: v.detach() for k, v in llama_state_dict(model).items()}
     p = next(model.parameters())
     with torch.device("meta"):
         hf = LlamaForCausalLM(hf_cfg)
     hf = hf.to(dtype=p.dtype).to_empty(device=p.device)
-    missing, unexpected = hf.load_state_dict({k: v.detach() for k, v in llama_state_dict(model).items()},
-                                             strict=False)
+    missing, unexpected = hf.load_state_dict(state, strict=False)
     missing = [k for k in missing if "rotary_emb" not in k]
     if missing or unexpected:
         raise ShapelmError(f"to_llama: missing {missing[:5]}, unexpected {unexpected[:5]}")
