@@ -236,6 +236,9 @@ def qa_text(doc):
     return "\nQuestion: " + doc["question"] + "\nAnswer:"
 
 
+triviaqa_text = nq_text = qa_text
+
+
 def triviaqa_answer(doc):
     ans = doc["answer"]
     return ans["value"] if isinstance(ans, dict) else str(ans)

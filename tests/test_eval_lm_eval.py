@@ -1,0 +1,283 @@
+"""lm-eval integration: ShapelmLM, the generated tasks, downstream runs, the command line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from shapelm.cli import main
+from shapelm.evaluation.kv_cache import StaticKVCache
+from shapelm.evaluation.loading import EvalError
+from shapelm.evaluation.synthetic import synthetic_documents, train_tiny
+from shapelm.model import ModelConfig, build_model, save_pretrained
+
+V = 300
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tiny_cfg(**kw):
+    base = dict(vocab_size=V, d_model=64, max_seq_len=256, layers=[
+        {"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 16}, "ffn_widths": [128]}] * 2)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Synthetic text, its BPE, an untrained and a briefly trained tiny model, make-tasks."""
+    from shapelm.data.tokenizer import train_bpe
+    from shapelm.data.tokens import write_token_dir
+    from shapelm.evaluation.make_tasks import make_tasks
+
+    root = tmp_path_factory.mktemp("lmeval")
+    docs = synthetic_documents(40)
+    tok = train_bpe(docs, 280, root / "tokenizer.json")
+    ids = []
+    for d in docs:
+        ids += tok.encode(d).ids + [0]
+    write_token_dir(root / "val", np.array(ids), vocab_size=V, eos_id=0)
+    torch.manual_seed(0)
+    untrained = build_model(tiny_cfg()).eval()
+    save_pretrained(untrained, root / "untrained" / "final")
+    trained = build_model(tiny_cfg())
+    trained.load_state_dict(untrained.state_dict())
+    train_tiny(trained, torch.tensor(ids), steps=120)
+    save_pretrained(trained, root / "trained" / "final")
+    info = make_tasks([str(root / "val")], root / "tasks", tokenizer=str(root / "tokenizer.json"),
+                      n_mc=40, n_ce=40)
+    return {"root": root, "trained": trained, "untrained": untrained, "tok": root / "tokenizer.json",
+            "tasks": root / "tasks", "info": info, "docs": docs}
+
+
+def lm_for(world, which="trained", **kw):
+    from shapelm.evaluation.lm_eval_model import ShapelmLM
+
+    return ShapelmLM(pretrained=str(world["root"] / which), tokenizer=str(world["tok"]),
+                     batch_size=kw.pop("batch_size", 16), **kw)
+
+
+def test_make_tasks_writes_jsonl_and_yamls(world):
+    tasks = world["tasks"]
+    mc = [json.loads(x) for x in (tasks / "heldout_mc.jsonl").read_text().splitlines()]
+    ce = [json.loads(x) for x in (tasks / "heldout_ce.jsonl").read_text().splitlines()]
+    assert len(mc) == 40 and len(ce) == 40
+    assert all(len(r["choices"]) == 4 and 0 <= r["gold"] < 4 for r in mc)
+    assert len({r["gold"] for r in mc}) > 1  # the answer position varies
+    text = " ".join(world["docs"])
+    assert all(r["context"] in text and r["choices"][r["gold"]] in text for r in mc)
+    assert all((r["context"] + " " + r["answer"]) in text for r in ce)
+    assert (tasks / "shapelm_heldout_mc.yaml").is_file() and (tasks / "shapelm_task_fns.py").is_file()
+    # deterministic
+    from shapelm.evaluation.make_tasks import make_examples
+
+    assert make_examples(world["docs"], 5, 5) == make_examples(world["docs"], 5, 5)
+
+
+def test_make_tasks_rejects_empty_text(tmp_path):
+    from shapelm.evaluation.make_tasks import make_tasks
+
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(EvalError, match="empty dataset"):
+        make_tasks([str(tmp_path / "empty.txt")], tmp_path / "out")
+    with pytest.raises(EvalError, match="no such text file"):
+        make_tasks([str(tmp_path / "missing.txt")], tmp_path / "out")
+
+
+def test_loglikelihood_matches_direct_computation(world):
+    from lm_eval.api.instance import Instance
+
+    lm = lm_for(world, batch_size=2)
+    model = world["trained"]
+    reqs = [("Alice sells 2 apples", " at the market"), ("", "Bruno paints"), ("x y", " z w v")]
+    out = lm.loglikelihood([Instance("loglikelihood", {}, r, i) for i, r in enumerate(reqs)])
+    for (ctx, cont), (ll, greedy) in zip(reqs, out):
+        c = lm.tok_encode(ctx) if ctx else [lm.eot_token_id]
+        whole = lm.tok_encode(ctx + cont) if ctx else [lm.eot_token_id] + lm.tok_encode(cont)
+        t = whole[len(c):]
+        x = torch.tensor(whole)[None]
+        with torch.no_grad():
+            lp = F.log_softmax(model(x[:, :-1]).logits[0], -1)[len(c) - 1:]
+        assert ll == pytest.approx(lp.gather(-1, torch.tensor(t)[:, None]).sum().item(), abs=1e-4)
+        assert greedy == bool((lp.argmax(-1) == torch.tensor(t)).all())
+
+
+def test_loglikelihood_rolling_covers_every_token_once(world):
+    from lm_eval.api.instance import Instance
+
+    lm = lm_for(world, max_length=16)  # forces several windows
+    text = world["docs"][0]
+    (total,) = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)])
+    toks = [lm.eot_token_id] + lm.tok_encode(text)
+    assert len(toks) > 40
+    # reference: same windows computed by hand (each token predicted once, <=16 tokens of context)
+    ref = 0.0
+    model = world["trained"]
+    with torch.no_grad():
+        pos = 1
+        while pos < len(toks):
+            end = min(pos + 16, len(toks))
+            start = max(end - 16 - 1, 0)
+            x = torch.tensor(toks[start:end])[None]
+            lp = F.log_softmax(model(x[:, :-1]).logits[0], -1)
+            for j in range(pos, end):
+                ref += lp[j - start - 1, toks[j]].item()
+            pos = end
+    assert total == pytest.approx(ref, abs=1e-3)
+
+
+def test_static_kv_cache_equals_full_forward():
+    model = build_model(tiny_cfg(layers=[
+        {"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 16}, "ffn_widths": [64]},
+        {"attention": None, "ffn_widths": [32]},
+        {"attention": {"n_heads": 2, "n_kv_heads": 1, "head_dim": 8}, "ffn_widths": [32, 32]}])).eval()
+    x = torch.randint(0, V, (3, 20))
+    cache = StaticKVCache(model.config, 3, 32)
+    with torch.no_grad():
+        full = model(x).logits
+        a = model(x[:, :12], kv_cache=cache, start_pos=0).logits
+        b = model(x[:, 12:17], kv_cache=cache, start_pos=12).logits
+        c = [model(x[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(17, 20)]
+    torch.testing.assert_close(torch.cat([a, b, *c], 1), full, rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match="KV cache full"):
+        model(torch.randint(0, V, (3, 20)), kv_cache=cache, start_pos=20)
+
+
+def test_generate_until_greedy_with_cache(world):
+    from lm_eval.api.instance import Instance
+
+    lm = lm_for(world, batch_size=4)
+    model = world["trained"]
+    prompts = ["Alice sells 1", "Chen repairs 2", "Dara counts 3", world["docs"][1][:30]]
+    reqs = [Instance("generate_until", {}, (p, {"until": ["day 3"], "max_gen_toks": 6}), i)
+            for i, p in enumerate(prompts)]
+    outs = lm.generate_until(reqs)
+    for p, out in zip(prompts, outs):
+        x = torch.tensor(lm.tok_encode(p))[None]
+        with torch.no_grad():
+            for _ in range(6):
+                nxt = model(x).logits[:, -1].argmax(-1)
+                if nxt.item() == lm.eot_token_id:
+                    break
+                x = torch.cat([x, nxt[:, None]], 1)
+        ref = lm.tok_decode(x[0, len(lm.tok_encode(p)):].tolist()).split("day 3")[0]
+        assert out == ref
+
+
+def test_downstream_python_api_trained_above_chance(world):
+    from shapelm.evaluation.downstream import run_downstream
+    from shapelm.evaluation.tasks import parse_task_data
+
+    data = parse_task_data([str(world["tasks"] / "task_data.json")])
+    trained, raw = run_downstream(lm_for(world), ["heldout"], data, log_samples=True)
+    untrained, _ = run_downstream(lm_for(world, "untrained"), ["heldout"], data)
+    assert trained["metrics"]["heldout_mc"] > 0.5  # chance: 0.25
+    assert trained["metrics"]["heldout_ce"] < untrained["metrics"]["heldout_ce"]
+    assert trained["Avg Acc"] == trained["metrics"]["heldout_mc"]
+    assert trained["Avg PPL"] == trained["metrics"]["heldout_ce"]
+    # lm-eval sent OLMo-style requests: continuation = " " + choice / " " + answer
+    mc = raw["samples"]["shapelm_heldout_mc"][0]
+    doc = mc["doc"]
+    assert [a[1] for a in mc["arguments"]] == [" " + c for c in doc["choices"]]
+    assert mc["arguments"][0][0] == doc["context"]
+    ce = raw["samples"]["shapelm_heldout_ce"][0]
+    assert ce["arguments"][0] == (ce["doc"]["context"], " " + ce["doc"]["answer"])
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_every_paper_task_runs_from_local_files(world, tmp_path):
+    """Each OLMo / Tapered task template loads local data in the hub schema and yields its metric."""
+    from shapelm.evaluation.downstream import run_downstream
+
+    arc = {"question": "Who sells apples?", "choices": {"text": ["Alice", "boats"], "label": ["A", "B"]},
+           "answerKey": "A"}
+    rows = {
+        "arc_easy": [arc, {**arc, "answerKey": "2"}],
+        "arc_challenge": [arc],
+        "commonsense_qa": [{**arc, "choices": {"text": ["a", "b", "c", "d", "e"],
+                                               "label": list("ABCDE")}, "answerKey": "C"}],
+        "hellaswag": [{"activity_label": "Market", "ctx_a": "Alice sells apples.", "ctx_b": "she",
+                       "endings": ["sells more.", "paints a boat.", "x", "y"], "label": "0"}],
+        "piqa": [{"goal": "sell apples", "sol1": "at the market", "sol2": "at sea", "label": 0}],
+        "sciq": [{"support": "", "question": "q?", "distractor1": "a", "distractor2": "b",
+                  "distractor3": "c", "correct_answer": "d"}],
+        "social_iqa": [{"context": "Alice sold apples.", "question": "Why?", "answerA": "money",
+                        "answerB": "fun", "answerC": "no", "label": "1"}],
+        "boolq": [{"passage": "Alice sells apples.", "question": "does alice sell apples", "answer": True}],
+        "winogrande": [{"sentence": "Alice gave _ apples.", "option1": "Bruno", "option2": "Chen",
+                        "answer": "1"}],
+        "trivia_qa": [{"question": "Who sells apples?", "answer": {"value": "Alice", "aliases": ["Alice"]}}],
+        "natural_qs": [{"question": "who sells apples", "answer": ["Alice", "A."]}],
+        "lambada": [{"text": "Alice sells 2 apples at the market"}],
+        "wikitext": [{"page": " = Alice = \n Alice sells 2 apples at the market on day 1 . \n"}],
+    }
+    data = {name: _write_jsonl(tmp_path / f"{name}.jsonl", r) for name, r in rows.items()}
+    flat, raw = run_downstream(lm_for(world), ["olmo", "tapered"], data, tasks_dir=tmp_path / "tasks",
+                               log_samples=True)
+    assert set(flat["metrics"]) >= set(rows) | {"lambada_ppl"}
+    for name, value in flat["metrics"].items():
+        assert np.isfinite(value), name
+    assert flat["details"]["arc_easy"]["n"] == 2
+    assert flat["acc_tasks"] == ["arc_easy", "hellaswag", "piqa", "sciq", "commonsense_qa",
+                                 "lambada", "winogrande", "arc_challenge", "social_iqa", "boolq"]
+    assert flat["ce_tasks"] == ["trivia_qa", "natural_qs"]
+    assert flat["Avg PPL"] == pytest.approx((flat["metrics"]["trivia_qa"] + flat["metrics"]["natural_qs"]) / 2)
+    s = raw["samples"]
+    assert s["shapelm_arc_easy"][0]["arguments"][0] == ("Question: Who sells apples?\nAnswer:", " Alice")
+    assert s["shapelm_trivia_qa"][0]["arguments"][0] == ("\nQuestion: Who sells apples?\nAnswer:", " Alice")
+    assert s["shapelm_winogrande"][0]["arguments"] == [("Alice gave Bruno", " apples."),
+                                                       ("Alice gave Chen", " apples.")]
+    piqa = s["shapelm_piqa"][0]
+    lls = [r[0][0] for r in piqa["resps"]]
+    want = 1.0 if (lls[0] / len("at the market")) > (lls[1] / len("at sea")) else 0.0
+    assert piqa["len_norm"] == want
+
+
+def test_downstream_cli_writes_flat_json(world, tmp_path):
+    out = tmp_path / "ds.json"
+    rc = main(["eval", "downstream", "--model", str(world["root"] / "trained"), "--tokenizer",
+               str(world["tok"]), "--tasks", "heldout", "--task-data",
+               str(world["tasks"] / "task_data.json"), "--limit", "10", "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert set(res["metrics"]) == {"heldout_mc", "heldout_ce"}
+    assert res["Avg Acc"] == res["metrics"]["heldout_mc"] and res["details"]["heldout_mc"]["n"] == 10
+
+
+def test_downstream_cli_names_a_missing_task_file(world, tmp_path, capsys):
+    rc = main(["eval", "downstream", "--model", str(world["root"] / "trained"), "--tokenizer",
+               str(world["tok"]), "--tasks", "piqa", "--task-data", f"piqa={tmp_path}/piqa.jsonl",
+               "--out", str(tmp_path / "x.json")])
+    assert rc == 2 and "piqa.jsonl does not exist" in capsys.readouterr().err
+
+
+def test_lm_eval_registration_keeps_stock_models():
+    import shapelm.evaluation.lm_eval_model  # noqa: F401
+    from lm_eval.api.registry import get_model
+
+    assert get_model("shapelm").__name__ == "ShapelmLM"
+    assert "hf" in __import__("lm_eval.api.registry", fromlist=["x"]).model_registry
+
+
+@pytest.mark.slow
+def test_lm_eval_command_line(world, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "shapelm.evaluation.lm_eval_cli", "--model", "shapelm",
+           "--model_args", f"pretrained={world['root'] / 'trained'},tokenizer={world['tok']}",
+           "--include_path", str(world["tasks"]), "--tasks", "shapelm_heldout_mc,shapelm_heldout_ce",
+           "--limit", "8", "--batch_size", "8", "--output_path", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    files = list((tmp_path / "out").rglob("results_*.json"))
+    assert files, proc.stdout[-2000:]
+    res = json.loads(files[0].read_text())["results"]
+    assert "len_norm,none" in res["shapelm_heldout_mc"] and "ce_loss,none" in res["shapelm_heldout_ce"]

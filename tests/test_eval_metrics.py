@@ -1,0 +1,121 @@
+"""Each evaluation metric on hand-computed cases, and task-definition errors."""
+
+import importlib.util
+import math
+
+import pytest
+
+from shapelm.evaluation import metrics as M
+from shapelm.evaluation.loading import EvalError
+from shapelm.evaluation.tasks import (
+    FNS_FILE,
+    HERE,
+    SPECS,
+    dataset_block,
+    expand_task_names,
+    parse_task_data,
+    write_tasks,
+)
+
+
+def fns():
+    spec = importlib.util.spec_from_file_location("fns", HERE / FNS_FILE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_token_weighted_ce():
+    # batch 1: 3 tokens summing to 6.0; batch 2: 1 token of 2.0 -> 8/4, not mean(2, 2)=2 by luck
+    assert M.token_weighted_ce([6.0, 2.0], [3, 1]) == pytest.approx(2.0)
+    assert M.token_weighted_ce([3.0, 1.0], [1, 3]) == pytest.approx(1.0)  # not (3 + 1/3) / 2
+    with pytest.raises(ValueError):
+        M.token_weighted_ce([], [])
+
+
+def test_aggregate_is_the_papers_mean_of_ppls():
+    # Table 6/7, 906M: set PPLs 34.95, 7.25, 35.93, 25.86 -> Val PPL 26.00 (arithmetic mean)
+    ppls = {"cc": 34.95, "stack": 7.25, "s2orc": 35.93, "wikitext": 25.86}
+    agg = M.aggregate_sets({k: math.log(v) for k, v in ppls.items()})
+    assert agg["val_ppl"] == pytest.approx(26.00, abs=0.005)
+    mean_loss = sum(math.log(v) for v in ppls.values()) / 4
+    assert agg["val_loss"] == pytest.approx(mean_loss)
+    assert agg["exp_mean_loss"] == pytest.approx(math.exp(mean_loss))
+    assert agg["exp_mean_loss"] < agg["val_ppl"]  # Jensen: the two are different numbers
+
+
+def test_len_norm_excludes_leading_space_and_uses_characters():
+    # " ab" (2 chars) ll -2 -> -1.0 per char; " abcdé" (5 chars, 6 bytes) ll -4 -> -0.8
+    assert M.len_norm_scores([-2.0, -4.0], [" ab", " abcdé"]) == [-1.0, -0.8]
+    assert M.mc_acc([-2.0, -4.0], 0) == 1.0
+    assert M.mc_len_norm([-2.0, -4.0], [" ab", " abcdé"], 1) == 1.0
+    # lm-eval's acc_norm would divide by bytes incl. the space: -2/3, -4/7 -> also choice 1, but
+    # a case where they differ: " é" (1 char, 3 bytes with space) vs " ab" (2 chars, 3 bytes)
+    assert M.mc_len_norm([-1.5, -2.0], [" é", " ab"], 1) == 1.0  # -1.5/1 < -2/2
+    assert M.continuation_chars("x") == 1 and M.continuation_chars(" ") == 1
+
+
+def test_ce_per_char():
+    assert M.ce_per_char(-6.0, " Paris") == pytest.approx(6.0 / 5)
+    assert M.ce_per_char(-3.0, "abc") == pytest.approx(1.0)
+    # the paper's Avg PPL is a plain mean of the two ce values, no exp
+    assert M.mean([1.645, 1.404]) == pytest.approx(1.5245)
+
+
+def test_task_functions_compute_olmo_metrics():
+    f = fns()
+    arc = {"question": "Q?", "choices": {"text": ["aa", "bbbb"], "label": ["A", "B"]}, "answerKey": "B"}
+    assert f.arc_text(arc) == "Question: Q?\nAnswer:"
+    assert f.arc_gold(arc) == 1 and f.arc_gold({**arc, "answerKey": "2"}) == 1
+    # raw: -3 > -4 -> choice 0 (wrong); per char: -3/2=-1.5 < -4/4=-1 -> choice 1 (right)
+    assert f.process_arc(arc, [(-3.0, False), (-4.0, False)]) == {"acc": 0.0, "len_norm": 1.0}
+    tqa = {"question": "Capital of France?", "answer": {"value": "Paris", "aliases": []}}
+    assert f.qa_text(tqa) == "\nQuestion: Capital of France?\nAnswer:"
+    assert f.triviaqa_target(tqa) == " Paris"
+    assert f.process_triviaqa(tqa, [(-6.0, False)]) == {"ce_loss": pytest.approx(1.2)}
+    assert f.process_nq({"question": "q", "answer": ["ab", "x"]}, [(-1.0, True)]) == {"ce_loss": 0.5}
+    wino = {"sentence": "Tom gave _ the ball.", "option1": "Ann", "option2": "Bob", "answer": "2"}
+    assert f.winogrande_choices(wino) == ["Tom gave Ann", "Tom gave Bob"]
+    assert f.winogrande_target(wino) == "the ball." and f.winogrande_text(wino) == 1
+    assert f.process_winogrande(wino, [(-2.0, False), (-1.0, False)])["acc"] == 1.0
+    hs = {"activity_label": "Roof", "ctx_a": "A man [title] is on a roof.", "ctx_b": "he", "endings": ["x"], "label": "0"}
+    assert f.hellaswag_text(hs) == "Roof: A man. is on a roof. He"
+    assert f.boolq_gold({"answer": True}) == 0 and f.boolq_gold({"answer": False}) == 1
+    assert f.sciq_text({"support": " s ", "question": "q"}) == "s\nQuestion: q\nAnswer:"
+    assert f.process_lambada({"text": "a b"}, [(-2.0, True)]) == {"ppl": -2.0, "acc": 1.0}
+
+
+def test_task_names_and_sets():
+    assert expand_task_names(["olmo"]) == ["arc_easy", "hellaswag", "piqa", "sciq",
+                                           "commonsense_qa", "trivia_qa", "natural_qs"]
+    assert "winogrande" in expand_task_names(["tapered"])
+    assert expand_task_names(["shapelm_piqa,sciq", "piqa"]) == ["piqa", "sciq"]
+    with pytest.raises(EvalError, match="unknown task 'nope'"):
+        expand_task_names(["nope"])
+    assert {SPECS[n].kind for n in ("trivia_qa", "natural_qs")} == {"ce"}
+
+
+def test_dataset_block_local_and_hub(tmp_path):
+    f = tmp_path / "arc.jsonl"
+    f.write_text('{"question": "q"}\n')
+    block = dataset_block(SPECS["arc_easy"], str(f))
+    assert "dataset_path: json" in block and str(f) in block
+    hub = dataset_block(SPECS["arc_easy"], None)
+    assert 'dataset_path: "allenai/ai2_arc"' in hub and 'dataset_name: "ARC-Easy"' in hub
+    assert 'validation_split: "validation"' in hub
+    assert 'test_split: "test"' in dataset_block(SPECS["piqa"], "ybisk/piqa@test")
+    assert parse_task_data(["piqa=/x/p.jsonl"]) == {"piqa": "/x/p.jsonl"}
+
+
+def test_missing_and_empty_task_files_are_named(tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(EvalError, match=r"task arc_easy: task data file .*nope\.jsonl does not exist"):
+        write_tasks(tmp_path / "t", ["arc_easy"], {"arc_easy": str(missing)})
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(EvalError, match=r"empty\.jsonl is an empty dataset"):
+        write_tasks(tmp_path / "t", ["piqa"], {"piqa": str(empty)})
+    with pytest.raises(EvalError, match="heldout_mc: no data given"):
+        write_tasks(tmp_path / "t", ["heldout_mc"])
+    with pytest.raises(EvalError, match="--task-data"):
+        parse_task_data(["piqa"])
