@@ -1,0 +1,77 @@
+"""End-to-end runs of the real DAG (slow: they run in .ci/run, not in `make test`)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+LOCAL_SLURM = Path(os.environ.get("SHAPELM_LOCAL_SLURM", ROOT.parent / "shared" / "tools" / "local-slurm"))
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _copy_repo(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file() or src.is_symlink():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel, follow_symlinks=False)
+    return dest
+
+
+def _snakemake(args, cwd, timeout):
+    cmd = ["timeout", "-s", "INT", "-k", "20", str(timeout), str(VENV_BIN / "snakemake"), *args]
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(Path(cwd, "logs").rglob("*.log")))
+        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}\n{logs}")
+    return proc
+
+
+@pytest.mark.slow
+def test_paper_dry_run_plans_every_table(tmp_path):
+    repo = _copy_repo(tmp_path / "repo")
+    proc = _snakemake(["--configfile", "configs/paper.yaml", "-n", "--quiet", "rules"], repo, 600)
+    out = proc.stdout + proc.stderr
+    for rule in ("slice_olmo", "train", "eval_ppl", "downstream", "yarn_finetune", "ruler", "decode_bench", "results"):
+        assert rule in out
+
+
+@pytest.mark.slow
+def test_tiny_target_through_real_slurm(tmp_path):
+    start = LOCAL_SLURM / "start.sh"
+    if start.exists():
+        subprocess.run(["bash", str(start)], check=True, capture_output=True, timeout=900)
+    elif shutil.which("sbatch") is None:
+        pytest.skip("no SLURM: neither ../shared/tools/local-slurm nor sbatch on PATH")
+    repo = _copy_repo(tmp_path / "repo")
+    _snakemake(["--profile", "profiles/slurm-ci", "run_ci_tiny"], repo, 1500)
+    results = repo / "results" / "ci" / "runs" / "ci_tiny"
+    assert (results / "ppl.json").exists() and (results / "downstream.json").exists()
+    assert (repo / "work" / "ci" / "runs" / "ci_tiny" / "final" / "model.safetensors").exists()
+    sacct = subprocess.run(["sacct", "-n", "-X", "-o", "JobName%40,State"], capture_output=True, text=True)
+    assert "COMPLETED" in sacct.stdout
+
+
+@pytest.mark.slow
+def test_tiny_default_dag_end_to_end(tmp_path):
+    repo = _copy_repo(tmp_path / "repo")
+    _snakemake(["--cores", "2"], repo, 2400)
+    from shapelm.config import load_experiment
+    from shapelm.results import artifacts
+
+    exp = load_experiment(repo / "configs" / "default.yaml")
+    for artifact in artifacts(exp):
+        assert (repo / artifact["path"]).exists(), artifact["path"]
