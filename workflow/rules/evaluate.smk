@@ -23,7 +23,7 @@ rule eval_ppl:
     shell:
         "shapelm eval ppl --model {params.model_dir} --data {params.val_dirs} "
         "--seq-len {params.seq_len} {params.max_instances} --batch-size {params.batch} "
-        "--out {output} > {log} 2>&1"
+        "--no-progress --out {output} > {log} 2>&1"
 
 
 if DEFAULT_SOURCE:
@@ -35,17 +35,18 @@ if DEFAULT_SOURCE:
             val=val_data(),
             tokenizer=TOKENIZER,
         output:
-            f"{TASK_DIR}/tasks.json",
+            f"{TASK_DIR}/task_data.json",
         params:
             val_dirs=" ".join(f"$(dirname {p})" for p in val_data()),
+            n=EVAL.get("heldout_examples", 200),
         log:
             f"{LOGS}/data/make_tasks.log",
         shell:
             "shapelm eval make-tasks --text {params.val_dirs} --tokenizer {input.tokenizer} "
             "--out {TASK_DIR} > {log} 2>&1"
 
-    TASK_INPUTS = [f"{TASK_DIR}/tasks.json"]
-    TASK_DATA_ARG = f"--task-data {TASK_DIR}/tasks.json"
+    TASK_INPUTS = [f"{TASK_DIR}/task_data.json"]
+    TASK_DATA_ARG = f"--task-data {TASK_DIR}/task_data.json"
 else:
     TASK_INPUTS = []
     TASK_DATA_ARG = " ".join(
@@ -61,9 +62,10 @@ rule downstream:
         f"{RESULTS}/runs/{{run}}/downstream.json",
     params:
         model_dir=lambda w: f"{run_dir(w.run)}/final",
-        tasks=",".join(EVAL.get("tasks", [])),
+        tasks=lambda w: " ".join(EXP.run(w.run)["eval"].get("tasks", ["olmo"])),
         task_data=TASK_DATA_ARG,
-        tokenizer=TOKENIZER,
+        tokenizer=f"--tokenizer {TOKENIZER}" if TOKENIZER else "",
+        tasks_dir=lambda w: f"{run_dir(w.run)}/lm_eval_tasks",
         limit=f"--limit {EVAL['limit']}" if EVAL.get("limit") else "",
         batch=EVAL.get("batch_size", 8),
     log:
@@ -72,6 +74,7 @@ rule downstream:
         gres="gpu:1" if not DEFAULT_SOURCE else "",
         runtime=600,
     shell:
-        "shapelm eval downstream --model {params.model_dir} --tokenizer {params.tokenizer} "
-        "--tasks {params.tasks} {params.task_data} {params.limit} --batch-size {params.batch} "
+        "shapelm eval downstream --model {params.model_dir} {params.tokenizer} "
+        "--tasks {params.tasks} {params.task_data} --tasks-dir {params.tasks_dir} {params.limit} "
+        "--batch-size {params.batch} "
         "--out {output} > {log} 2>&1"

@@ -347,3 +347,18 @@ def format_table(result: dict[str, Any]) -> str:
                 f"{c['speedup'] / c['layer_ratio']:6.1%} {c['kv_reduction']:8.1%}"
             )
     return "\n".join(lines)
+
+
+def merge_results(paths: list[str]) -> dict[str, Any]:
+    """One result from several `shapelm bench decode` runs (the workflow runs one per pair)."""
+    import json
+
+    merged: dict[str, Any] = {"rows": [], "comparisons": [], "sources": []}
+    for path in paths:
+        result = json.loads(open(path).read())
+        merged["rows"].extend(result.get("rows", []))
+        merged["comparisons"].extend(result.get("comparisons", []))
+        if "peer" in result:
+            merged.setdefault("peers", []).append(result["peer"])
+        merged["sources"].append({"path": str(path), "meta": result.get("meta", {})})
+    return merged

@@ -49,6 +49,10 @@ def add_commands(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    m = bench_sub.add_parser("decode-merge", help="concatenate decode results (one file per pair)")
+    m.add_argument("inputs", nargs="+", help="result JSONs of `shapelm bench decode`")
+    m.add_argument("--out", required=True)
+    m.set_defaults(func=run_decode_merge)
     src = p.add_argument_group("arms (default: --pair cpu)")
     src.add_argument("--pair", choices=["906m", "3b", "8b", "cpu"], help="preset conventional/hourglass pair")
     src.add_argument("--arch-a", metavar="SPEC", help="baseline arm: preset, JSON/YAML spec or file")
@@ -133,6 +137,14 @@ def run_decode_bench(args) -> int:
         write_json_atomic(args.out, result)
         print(f"wrote {args.out}", file=sys.stderr)
     del torch
+    return 0
+
+
+def run_decode_merge(args) -> int:
+    from shapelm.config import write_json_atomic
+    from shapelm.decode.bench import merge_results
+
+    write_json_atomic(args.out, merge_results(args.inputs))
     return 0
 
 
