@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 
 
 def _ppl(args):
@@ -87,4 +86,3 @@ def add_commands(subparsers) -> None:
                    help="always use the trust_remote_code architecture")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.set_defaults(func=_export)
-    _ = argparse  # keep the import for type readers

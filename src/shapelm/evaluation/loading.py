@@ -46,7 +46,13 @@ def load_model(path: str | os.PathLike, device: str = "cpu", dtype: torch.dtype 
 def resolve_device(device: str | None) -> str:
     if device in (None, "", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        # lm-eval's command line passes device="cuda" unless told otherwise
+        import logging
+
+        logging.getLogger(__name__).warning("device %s requested but CUDA is unavailable: using cpu", device)
+        return "cpu"
+    return str(device)
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
