@@ -94,6 +94,8 @@ def test_stop_and_resume_is_bitwise(full_run, tokens, tmp_path):
     first = train(run_config(), out, data_dir=tokens, progress=False, max_steps=7)
     assert first.status == "stopped" and first.step == 7 and first.exit_code == 0
     assert [s for s, _ in ckpt.list_checkpoints(out)] == [5, 7]
+    again = train(run_config(), out, data_dir=tokens, progress=False, max_steps=6)
+    assert again.status == "stopped" and again.step == 7  # nothing to do, nothing rolled back
     # a half-written checkpoint from a killed writer is ignored and cleaned
     junk = out / "checkpoints" / ".tmp-step-00000009"
     junk.mkdir()
@@ -166,3 +168,23 @@ def test_frozen_lm_head(tokens, tmp_path):
     final = load_final(out)
     assert torch.equal(final["lm_head.weight"], init["lm_head.weight"])
     assert not torch.equal(final["embed_tokens.weight"], init["embed_tokens.weight"])
+
+
+def test_sigusr1_in_process_checkpoints_and_reports_138(full_run, tokens, tmp_path):
+    import os
+    import signal
+
+    out = tmp_path / "run"
+
+    def on_step(record):
+        if record["step"] == 3:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.getsignal(signal.SIGUSR1)
+    result = train(run_config(), out, data_dir=tokens, progress=False, on_step=on_step)
+    assert result.status == "preempted" and result.step == 3 and result.exit_code == 138
+    assert [s for s, _ in ckpt.list_checkpoints(out)] == [3]
+    assert signal.getsignal(signal.SIGUSR1) == previous  # handlers restored
+    assert train(run_config(), out, data_dir=tokens, progress=False).status == "completed"
+    a, b = load_final(full_run[0]), load_final(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -330,9 +330,9 @@ def load_optimizer_state(model: nn.Module, optimizer, osd: dict, recipe: TrainRe
 
 
 def _optimizer(model: nn.Module, recipe: TrainRecipe, env: DistEnv, fsdp: bool):
-    kwargs = {}
-    if env.device.type == "cuda" and not fsdp:
-        kwargs["fused"] = True
+    # fused kernels on GPU (plain tensors); the multi-tensor path elsewhere (DTensor under FSDP,
+    # and on CPU, where it is ~25% faster than torch's per-tensor default)
+    kwargs = {"fused": True} if env.device.type == "cuda" and not fsdp else {"foreach": True}
     return torch.optim.AdamW(
         param_groups(model, recipe.weight_decay),
         lr=recipe.lr,
@@ -344,22 +344,24 @@ def _optimizer(model: nn.Module, recipe: TrainRecipe, env: DistEnv, fsdp: bool):
 
 # -- data -------------------------------------------------------------------------------------
 def micro_batches(store, step: int, recipe: TrainRecipe, env: DistEnv, accum: int):
-    """(inputs, labels) micro batches of update `step` (1-based) for this rank."""
+    """(inputs, labels) micro batches of update `step` (1-based) for this rank, and the number
+    of labelled tokens in them (counted on the host: no device sync)."""
     seq, mbs = recipe.seq_len, recipe.micro_batch_size
     per_rank = recipe.batch_sequences // env.world_size
     first = (step - 1) * recipe.batch_sequences + env.rank * per_rank
-    out = []
+    out, count = [], 0
     for j in range(accum):
         start = first + j * mbs
         tokens = store.read(start * seq, mbs * seq).reshape(mbs, seq).astype(np.int64)
         x = torch.from_numpy(tokens)
         labels = torch.full_like(x, -100)
         labels[:, :-1] = x[:, 1:]
+        count += int((labels != -100).sum())
         if env.device.type == "cuda":
             x = x.pin_memory().to(env.device, non_blocking=True)
             labels = labels.pin_memory().to(env.device, non_blocking=True)
         out.append((x, labels))
-    return out
+    return out, count
 
 
 # -- checkpoint I/O ----------------------------------------------------------------------------
@@ -518,8 +520,9 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             resume = [found[0], str(found[1])]
     resume = broadcast_object(resume, env)
     start_step = resume[0] if resume else 0
-    if start_step > stop:
-        start_step = stop
+    if resume and stop <= start_step < total:  # --max-steps at or below a saved step
+        log.info("%s: already at step %d >= --max-steps %d", out_dir, start_step, stop)
+        return TrainResult("stopped", start_step, total, out_dir, checkpoint=Path(resume[1]))
 
     # Seed everything, then build the model from the init or the checkpoint.
     random.seed(recipe.seed)
@@ -567,12 +570,11 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     z_mult = recipe.z_loss
     chunk = recipe.loss_chunk_tokens or None
     last_saved = start_step if resume else None
-    t_last, tokens_last, step_last = time.perf_counter(), 0, start_step
+    t_last, step_last = time.perf_counter(), start_step
     status, step = "completed", start_step
     try:
         for step in range(start_step + 1, stop + 1):
-            batches = micro_batches(store, step, recipe, env, accum)
-            local = sum(int((lab != -100).sum()) for _, lab in batches)
+            batches, local = micro_batches(store, step, recipe, env, accum)
             head = torch.tensor([local, 1 if preempt.signum else 0], dtype=torch.int64, device=env.device)
             all_reduce_sum(head, env)
             n_global, flagged = int(head[0]), int(head[1])
@@ -633,7 +635,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                 _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
                                  {"loss": loss})
                 last_saved = step
-                t_last = time.perf_counter()  # keep checkpoint time out of tokens/s
+                t_last, step_last = time.perf_counter(), step  # checkpoint time is not throughput
         else:
             status = "completed" if stop == total else "stopped"
     finally:
