@@ -36,7 +36,7 @@ from shapelm.config import TrainRecipe, config_hash, write_json_atomic
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.io import save_pretrained
-from shapelm.model.transformer import Transformer, build_model
+from shapelm.model.transformer import build_model
 from shapelm.train import checkpoint as ckpt
 from shapelm.train.distributed import (
     DistEnv,
