@@ -145,8 +145,9 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
+        # JSON through the JSON parser: YAML 1.1 reads "1e-08" (no dot) as a string.
+        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
