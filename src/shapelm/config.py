@@ -57,6 +57,7 @@ class TrainRecipe:
     keep_last: int = 2
     log_every: int = 10
     loss_chunk_tokens: int = 0  # 0: plain loss; >0: vocabulary loss in token chunks
+    repetition_filter: bool = True  # OLMo's instance filter: period <= 13 repeated >= 32 times
 
     @property
     def batch_sequences(self) -> int:

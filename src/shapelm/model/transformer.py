@@ -226,8 +226,10 @@ def _loss_sums(logits: torch.Tensor, labels: torch.Tensor):
     """Summed cross-entropy and summed z = logsumexp^2 over non-ignored tokens, and the count."""
     logits = logits.float()
     valid = labels != -100
-    ce = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
+    # One logsumexp serves both terms: ce = lse - logit[label], z = lse^2.
     lse = torch.logsumexp(logits, dim=-1)
+    target = logits.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    ce = lse - target
     return (ce * valid).sum(), (lse.pow(2) * valid).sum(), valid.sum()
 
 

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from shapelm.config import TrainRecipe, config_hash, write_json_atomic
+from shapelm.data.repetition import repetition_mask
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.io import save_pretrained
@@ -356,6 +357,8 @@ def micro_batches(store, step: int, recipe: TrainRecipe, env: DistEnv, accum: in
         x = torch.from_numpy(tokens)
         labels = torch.full_like(x, -100)
         labels[:, :-1] = x[:, 1:]
+        if recipe.repetition_filter:  # OLMo masks (never drops) highly repetitive instances
+            labels[torch.from_numpy(~repetition_mask(tokens))] = -100
         count += int((labels != -100).sum())
         if env.device.type == "cuda":
             x = x.pin_memory().to(env.device, non_blocking=True)
