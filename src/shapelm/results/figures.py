@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shapelm import reference as R  # noqa: E402
 from shapelm.results import claims as C  # noqa: E402
+from shapelm.results import fmt as F  # noqa: E402
 from shapelm.results.context import Context  # noqa: E402
 from shapelm.results.tables import longctx_lengths  # noqa: E402
 
@@ -139,8 +140,10 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
         ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55, zorder=3,
                    label=f"paper {names[arch]} (Table 2)")
         fit = pfits[i]
-        if fit:
-            ax.plot([10 ** g for g in grid], [fit.a + fit.b * g for g in grid], color=col, ls="--", lw=0.9,
+        if fit:  # drawn over the paper's own compute range: a log fit says nothing far outside it
+            pc = [math.log10(c) for c in paper[arch][0]]
+            pgrid = [min(pc) - 0.1 + (max(pc) - min(pc) + 0.2) * k / 20 for k in range(21)]
+            ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--", lw=0.9,
                     label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
         if ours[arch][0]:
             ax.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4, label=f"ours {names[arch]}")
@@ -190,14 +193,15 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
         except KeyError:
             pass
         if p:
+            paper_scale = {"hg906m_hg": "906M", "hg3b_hg": "3B", "hg8b_hg": "8B"}.get(hg, name)
             ax.scatter([65536], [p.value], facecolors="none", edgecolors=col, s=80, lw=1.5, zorder=4,
-                       label=f"paper {name} 64k: {p.text}")
+                       label=f"paper {paper_scale} 64k: {p.text}")
     ax.axhline(1.0, color="black", lw=0.8)
     if not have:
         _pending(ax, "pending: no decode.json yet\n(dotted: asymptotes from the configs; hollow: paper)", y=0.3)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths)
-    ax.set_xticklabels([f"{L // 1024}k" for L in lengths])
+    ax.set_xticklabels([F.length_label(L) for L in lengths])
     ax.set_ylim(0, 1.1)
     ax.set_xlabel("context length (tokens, cache built at this length)")
     ax.set_ylabel("decode latency, hourglass / conventional")
@@ -262,7 +266,7 @@ def longctx(ctx: Context) -> plt.Figure:
             ax.legend(fontsize=8)
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths)
-        ax.set_xticklabels([f"{L // 1024}k" for L in lengths])
+        ax.set_xticklabels([F.length_label(L) for L in lengths])
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)

@@ -76,3 +76,8 @@ def diff_text(ours: float, p: PrintedNumber) -> tuple[str, float, float | None]:
 
 def is_finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
+
+
+def length_label(tokens: int) -> str:
+    """Context lengths as the papers print them: 4096 -> "4k", 131072 -> "128k", 512 -> "512"."""
+    return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)

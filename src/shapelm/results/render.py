@@ -10,11 +10,13 @@ from pathlib import Path
 from shapelm.results import fmt as F
 from shapelm.results.tables import Table
 
-FLAG = {"match": "✓", "documented": "⚑", "MISMATCH": "✗"}
-TEX_FLAG = {"match": r"\,$\checkmark$", "documented": r"\,$\dagger$", "MISMATCH": r"\,\textbf{(!)}"}
+FLAG = {"match": "✓", "documented": "⚑", "MISMATCH": "✗", "scaled": "↓"}
+TEX_FLAG = {"match": r"\,$\checkmark$", "documented": r"\,$\dagger$", "MISMATCH": r"\,\textbf{(!)}",
+            "scaled": r"\,$\downarrow$"}
 
 LEGEND = ("Each cell: paper / ours (ours - paper). ✓ ours rounds to the printed value; ⚑ a documented "
-          "difference (see the row note); ✗ an undocumented mismatch; *pending*: not run yet; "
+          "difference (see the row note); ✗ an undocumented mismatch; ↓ a scaled-down shape (tiny "
+          "default: ours is not a reproduction of this row); *pending*: not run yet; "
           f"*{F.NOT_IN_SEED}*: the seed text prints no value; {F.NO_PAPER}: a column only we report.")
 
 

@@ -10,6 +10,8 @@ Cell status:
     match       ours rounds to the printed value at its printed precision (shape columns)
     documented  ours differs, and docs/PAPER_NOTES.md / paper_values.yaml explain why (KNOWN_DIFFERENCES)
     MISMATCH    ours differs and nothing explains it: a bug in the config or the accounting
+    scaled      the experiment runs a scaled-down shape for this row (the tiny default): shape
+                columns are ours, not a reproduction, so a difference is expected
     measured    a metric we measured; the difference is informative, not a failure
     pending     the run (or its result file) does not exist yet
     n/a         the paper printed no value (or prints the column only for other rows)
@@ -397,8 +399,29 @@ def paper_number(table: str, row: RowRef, col: Col) -> tuple[str, PrintedNumber 
     return p.text, p
 
 
+def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
+    """True when the experiment's run has another d_model or depth than the paper's row."""
+    if not ctx.has_run(run):
+        return False
+    paper_shape: dict = {}
+    for name in [table, *R.runs().get(run, [])]:  # the row's own table first, then any other
+        if name in R.tables():
+            try:
+                paper_shape = R.row(name, run).get("shape") or {}
+            except KeyError:
+                continue
+            if paper_shape:
+                break
+    arch = ctx.exp.runs[run]["arch"]
+    return any(
+        key in paper_shape and key in arch and paper_shape[key] != arch[key]
+        for key in ("d_model", "n_layers", "vocab_size")
+    )
+
+
 def fill_cells(ctx: Context, table: Table) -> None:
     for row in table.rows:
+        scaled = is_scaled_down(ctx, table.name, row.id)
         for col in table.columns:
             text, p = paper_number(table.name, row, col)
             ours = col.get(ctx, row)
@@ -416,6 +439,8 @@ def fill_cells(ctx: Context, table: Table) -> None:
                 if col.kind == "shape":
                     if p.matches(ours, scale=p.unit_scale):
                         cell.status = "match"
+                    elif scaled:
+                        cell.status = "scaled"
                     else:
                         note = known_difference(table.name, row.id, col.name)
                         cell.status = "documented" if note else "MISMATCH"
@@ -626,7 +651,7 @@ def _fig5(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     cols = []
     for length in ctx.decode_lengths():
         paper_from = ("hourglass_table2", "decode_latency_64k") if length == 65536 else None
-        cols.append(Col(f"latency_{length // 1024}k", f"relative latency at {length // 1024}k", "metric",
+        cols.append(Col(f"latency_{F.length_label(length)}", f"relative latency at {F.length_label(length)}", "metric",
                         rel(length), "x", paper=paper_from is not None, paper_from=paper_from))
     cols.append(_ours_only("asymptote", "L_hg/L_conv (asymptote)", "shape", asym, "x"))
     return cols, rows
@@ -644,10 +669,10 @@ def _longctx(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     lengths = longctx_lengths(ctx, [r.run for r in rows if r.run])
     cols = []
     for L in lengths:
-        cols.append(Col(f"proofpile_ppl_{L // 1024}k", f"Proof-pile PPL {L // 1024}k", "metric",
+        cols.append(Col(f"proofpile_ppl_{F.length_label(L)}", f"Proof-pile PPL {F.length_label(L)}", "metric",
                         lambda c, r, L=L: (c.proofpile(r.run) or {}).get(L), "f3"))
     for L in lengths:
-        cols.append(Col(f"ruler_{L // 1024}k", f"RULER {L // 1024}k", "metric",
+        cols.append(Col(f"ruler_{F.length_label(L)}", f"RULER {F.length_label(L)}", "metric",
                         lambda c, r, L=L: (c.ruler(r.run) or {}).get(L), "f2"))
     return cols, rows
 
