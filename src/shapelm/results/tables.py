@@ -400,7 +400,10 @@ def paper_number(table: str, row: RowRef, col: Col) -> tuple[str, PrintedNumber 
 
 
 def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
-    """True when the experiment's run has another d_model or depth than the paper's row."""
+    """True when the experiment runs this row at another depth or vocabulary (the tiny default).
+
+    Width alone does not count: the paper's unpublished widths (Table 5) are our own choices at
+    the paper's scale, and their differences are documented, not scaled."""
     if not ctx.has_run(run):
         return False
     paper_shape: dict = {}
@@ -415,7 +418,7 @@ def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
     arch = ctx.exp.runs[run]["arch"]
     return any(
         key in paper_shape and key in arch and paper_shape[key] != arch[key]
-        for key in ("d_model", "n_layers", "vocab_size")
+        for key in ("n_layers", "vocab_size")
     )
 
 
