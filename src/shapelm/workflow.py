@@ -73,7 +73,9 @@ def resources_for(exp: Experiment, run_name: str) -> dict[str, Any]:
         "nodes": nodes,
         "runtime": int(res.get("runtime_min", runtime)),
         "mem_mb": int(res.get("mem_mb", 64_000 * max(1, gpus_per_node) if gpus_per_node else 4_000)),
-        "cpus_per_task": int(res.get("cpus_per_gpu", 8)) * max(1, gpus_per_node),
+        "cpus_per_task": (
+            int(res.get("cpus_per_gpu", 8)) * gpus_per_node if gpus_per_node else int(res.get("cpus", 1))
+        ),
     }
 
 
