@@ -226,10 +226,11 @@ def _loss_sums(logits: torch.Tensor, labels: torch.Tensor):
     """Summed cross-entropy and summed z = logsumexp^2 over non-ignored tokens, and the count."""
     logits = logits.float()
     valid = labels != -100
-    # One logsumexp serves both terms: ce = lse - logit[label], z = lse^2.
-    lse = torch.logsumexp(logits, dim=-1)
-    target = logits.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    ce = lse - target
+    # One fused log_softmax serves both terms: ce = -logp[label], and since logp = logits - lse,
+    # lse = logits[:, 0] - logp[:, 0] (z = lse^2) at no extra pass over the vocabulary.
+    logp = F.log_softmax(logits, dim=-1)
+    ce = -logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    lse = logits[..., 0] - logp[..., 0]
     return (ce * valid).sum(), (lse.pow(2) * valid).sum(), valid.sum()
 
 
