@@ -14,8 +14,8 @@ LOCAL_SLURM = Path(os.environ.get("SHAPELM_LOCAL_SLURM", ROOT.parent / "shared" 
 
 
 def _env():
+    # PATH as the user has it: the workflow itself must find the environment's `shapelm`.
     env = dict(os.environ)
-    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 

@@ -1,5 +1,7 @@
 # Config validation (JSON schema + every run's shape) happens here, before any job runs.
 import json
+import os
+import sys
 
 from snakemake.utils import min_version
 
@@ -7,6 +9,9 @@ from shapelm import workflow as wf
 from shapelm.config import config_hash, load_experiment
 
 min_version("9.0")
+
+# Rules call the `shapelm` and `python` of the environment running Snakemake, activated or not.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 EXP = load_experiment(config)
 E = EXP.name
