@@ -25,7 +25,6 @@ def test_longest_repeat_matches_naive_definition(seed):
     pattern = rng.integers(0, 5, size=rng.integers(1, 5))
     arr = np.concatenate([rng.integers(0, 5, 7), np.tile(pattern, rng.integers(1, 9)), rng.integers(0, 5, 6)])
     for period in range(1, 6):
-        assert longest_repeat(arr, period) >= min(_naive_times(arr, period), longest_repeat(arr, period))
         assert longest_repeat(arr, period) == _naive_times(arr, period)
 
 

@@ -15,17 +15,10 @@ Layout (EXP = the experiment's name, so the tiny default never overwrites paper 
 from __future__ import annotations
 
 import math
-import os
-import shlex
 from typing import Any
 
 from shapelm.accounting import flops_per_token
 from shapelm.config import Experiment, run_model_config, run_recipe
-
-# Dense bf16 peak of common training GPUs, FLOP/s (for runtimes and MFU).
-GPU_PEAK_FLOPS = {"a100": 312e12, "h100": 989e12, "h200": 989e12, "b200": 2250e12, "l40s": 362e12,
-                  "rtx6000ada": 364e12, "a6000": 155e12}
-
 
 def work_dir(exp: str) -> str:
     return f"work/{exp}"
@@ -49,6 +42,16 @@ def total_train_flops(run: dict[str, Any]) -> float:
     return per_token * recipe.total_steps * recipe.batch_tokens
 
 
+def _resources(exp: Experiment, run: dict[str, Any]) -> dict[str, Any]:
+    """The experiment's `resources` overridden by the run's scale."""
+    return {**exp.raw.get("resources", {}), **exp.raw["scales"][run["scale"]].get("resources", {})}
+
+
+def _sustained_flops(res: dict[str, Any]) -> float:
+    """FLOP/s one GPU sustains: its dense bf16 peak (default H100/H200) x the assumed MFU."""
+    return float(res.get("gpu_peak_tflops", 989)) * 1e12 * float(res.get("assumed_mfu", 0.4))
+
+
 def resources_for(exp: Experiment, run_name: str) -> dict[str, Any]:
     """SLURM resources of a run's training job, sized from the accounting.
 
@@ -56,15 +59,11 @@ def resources_for(exp: Experiment, run_name: str) -> dict[str, Any]:
     tiny default (gpus 0) the job runs on CPU with a short runtime.
     """
     run = exp.run(run_name)
-    defaults = exp.raw.get("resources", {})
-    scale_res = exp.raw["scales"][run["scale"]].get("resources", {})
-    res = {**defaults, **scale_res}
+    res = _resources(exp, run)
     gpus_per_node = int(res.get("gpus", 0))
     nodes = int(res.get("nodes", 1))
-    mfu = float(res.get("assumed_mfu", 0.4))
-    peak = float(res.get("gpu_peak_tflops", 989)) * 1e12
     if gpus_per_node > 0:
-        seconds = total_train_flops(run) / (gpus_per_node * nodes * peak * mfu)
+        seconds = total_train_flops(run) / (gpus_per_node * nodes * _sustained_flops(res))
         runtime = max(10, math.ceil(seconds * 1.25 / 60))
     else:
         runtime = int(res.get("runtime_min", 60))
@@ -101,24 +100,16 @@ def launch_prefix(gpus_per_node: int, nodes: int) -> str:
 def plan_rows(exp: Experiment) -> list[dict[str, Any]]:
     """GPU-hours per table from the accounting FLOPs and each scale's assumed MFU."""
     per_table: dict[str, dict[str, Any]] = {}
-    seen_runs: dict[str, float] = {}
-    for name, run in exp.runs.items():
-        res = {**exp.raw.get("resources", {}), **exp.raw["scales"][run["scale"]].get("resources", {})}
-        mfu = float(res.get("assumed_mfu", 0.4))
-        peak = float(res.get("gpu_peak_tflops", 989)) * 1e12
-        gpu_hours = total_train_flops(run) / (peak * mfu) / 3600
-        seen_runs[name] = gpu_hours
-        for table in run["tables"] or ["(untabled)"]:
-            row = per_table.setdefault(table, {"table": table, "runs": 0, "flops": 0.0, "gpu_hours": 0.0})
+    total = {"table": "TOTAL (each run once)", "runs": 0, "flops": 0.0, "gpu_hours": 0.0}
+    for run in exp.runs.values():
+        flops = total_train_flops(run)
+        gpu_hours = flops / _sustained_flops(_resources(exp, run)) / 3600
+        for table in [*(run["tables"] or ["(untabled)"]), None]:
+            row = total if table is None else per_table.setdefault(
+                table, {"table": table, "runs": 0, "flops": 0.0, "gpu_hours": 0.0})
             row["runs"] += 1
-            row["flops"] += total_train_flops(run)
+            row["flops"] += flops
             row["gpu_hours"] += gpu_hours
     rows = sorted(per_table.values(), key=lambda r: r["table"])
-    rows.append({"table": "TOTAL (each run once)", "runs": len(seen_runs),
-                 "flops": sum(total_train_flops(r) for r in exp.runs.values()),
-                 "gpu_hours": sum(seen_runs.values())})
+    rows.append(total)
     return rows
-
-
-def quote(path: str | os.PathLike) -> str:
-    return shlex.quote(str(path))

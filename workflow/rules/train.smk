@@ -2,14 +2,22 @@
 # deletes the outputs of a job it reruns, so after a preemption the rerun resumes from them.
 
 
-def train_resources(run):
+def _train_job(run):
     res = wf.resources_for(EXP, run)
-    out = {"runtime": res["runtime"], "mem_mb": res["mem_mb"], "cpus_per_task": res["cpus_per_task"]}
-    if res["gpus_per_node"] > 0:
-        out["gres"] = f"gpu:{res['gpus_per_node']}"
-        out["nodes"] = res["nodes"]
-        out["tasks"] = res["nodes"]
-    return out
+    gpus = res["gpus_per_node"]
+    return {
+        "runtime": res["runtime"],
+        "mem_mb": res["mem_mb"],
+        "cpus_per_task": res["cpus_per_task"],
+        "gres": f"gpu:{gpus}" if gpus else "",
+        "nodes": res["nodes"] if gpus else 1,
+        "tasks": res["nodes"] if gpus else 1,
+        "launch": wf.launch_prefix(gpus, res["nodes"]),
+    }
+
+
+# Sized once per run from the FLOP accounting (the rule's lambdas read it several times per job).
+TRAIN_JOBS = {run: _train_job(run) for run in RUNS}
 
 
 rule run_config:
@@ -36,19 +44,17 @@ rule train:
         model=f"{WORK}/runs/{{run}}/final/model.safetensors",
     params:
         out=lambda w: run_dir(w.run),
-        launch=lambda w: wf.launch_prefix(
-            wf.resources_for(EXP, w.run)["gpus_per_node"], wf.resources_for(EXP, w.run)["nodes"]
-        ),
+        launch=lambda w: TRAIN_JOBS[w.run]["launch"],
     log:
         f"{LOGS}/runs/{{run}}/train.log",
     threads: 1
     resources:
-        runtime=lambda w: train_resources(w.run)["runtime"],
-        mem_mb=lambda w: train_resources(w.run)["mem_mb"],
-        cpus_per_task=lambda w: train_resources(w.run)["cpus_per_task"],
-        gres=lambda w: train_resources(w.run).get("gres", ""),
-        nodes=lambda w: train_resources(w.run).get("nodes", 1),
-        tasks=lambda w: train_resources(w.run).get("tasks", 1),
+        runtime=lambda w: TRAIN_JOBS[w.run]["runtime"],
+        mem_mb=lambda w: TRAIN_JOBS[w.run]["mem_mb"],
+        cpus_per_task=lambda w: TRAIN_JOBS[w.run]["cpus_per_task"],
+        gres=lambda w: TRAIN_JOBS[w.run]["gres"],
+        nodes=lambda w: TRAIN_JOBS[w.run]["nodes"],
+        tasks=lambda w: TRAIN_JOBS[w.run]["tasks"],
     shell:
         "{params.launch} train {input.config} --out {params.out} --data $(dirname {input.data}) "
         "--no-progress > {log} 2>&1"

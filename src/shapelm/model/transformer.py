@@ -271,8 +271,3 @@ def _skip_init():
     finally:
         for name, fn in saved.items():
             setattr(nn.init, name, fn)
-
-
-def causal_lm_labels(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a [batch, seq+1] token block into inputs and next-token labels."""
-    return tokens[:, :-1], tokens[:, 1:]
