@@ -27,3 +27,9 @@ rule all:
     default_target: True
     input:
         ARTIFACT_PATHS,
+
+
+# `shapelm cluster check-submit` asks sbatch about every job the executor would submit: it
+# needs to know which rules run on the submit host instead.
+if os.environ.get("SHAPELM_PRINT_LOCALRULES"):
+    print("shapelm-localrules:", " ".join(sorted(workflow._localrules)))

@@ -188,3 +188,24 @@ def test_sigusr1_in_process_checkpoints_and_reports_138(full_run, tokens, tmp_pa
     assert train(run_config(), out, data_dir=tokens, progress=False).status == "completed"
     a, b = load_final(full_run[0]), load_final(out)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_time_limit_stops_with_a_checkpoint_and_resumes_bitwise(full_run, tokens, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    # A limit already inside the margin: the run stops before its first update.
+    result = train(run_config(), out, data_dir=tokens, progress=False, time_limit_min=0.01,
+                   stop_margin_s=60.0)
+    assert result.status == "preempted" and result.exit_code == 138 and result.step == 0
+    # A limit that allows a few updates: stops mid-run with a checkpoint at the step reached.
+    from shapelm.train import preempt as preempt_mod
+
+    clock = iter(range(0, 10_000, 20))  # each reading of the clock advances 20 s
+    with monkeypatch.context() as m:
+        m.setattr(preempt_mod.time, "monotonic", lambda: float(next(clock)))
+        result = train(run_config(), out, data_dir=tokens, progress=False, time_limit_min=2.0,
+                       stop_margin_s=30.0)
+    assert result.status == "preempted" and 0 < result.step < result.total_steps
+    assert [s for s, _ in ckpt.list_checkpoints(out)][-1] == result.step
+    assert train(run_config(), out, data_dir=tokens, progress=False).status == "completed"
+    a, b = load_final(full_run[0]), load_final(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -23,6 +23,9 @@ COMMAND_MODULES = [
     "shapelm.decode.cli",
     "shapelm.results.cli",
     "shapelm.workflow_cli",
+    "shapelm.launch",
+    "shapelm.slurm_check",
+    "shapelm.rehearsal",
 ]
 
 

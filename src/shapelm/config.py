@@ -188,11 +188,26 @@ def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides:
         data, where = load_yaml(path), str(path_or_data)
     if overrides:
         data = merge(data, overrides)
+    if isinstance(data.get("cluster"), dict):
+        data["cluster"] = _numbers_from_cli(data["cluster"])
     validate_schema(data, where)
     exp = Experiment(name=data.get("name", path.stem if path else "experiment"), path=path, raw=data)
     for run_name in data["runs"]:
         exp.runs[run_name] = resolve_run(data, run_name, where)
     return exp
+
+
+def _numbers_from_cli(section: Any) -> Any:
+    """`--config cluster={max_runtime_min: 2880}` arrives with string values: numbers back."""
+    if isinstance(section, dict):
+        return {k: _numbers_from_cli(v) for k, v in section.items()}
+    if isinstance(section, str):
+        for parse in (int, float):
+            try:
+                return parse(section)
+            except ValueError:
+                pass
+    return section
 
 
 def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> dict[str, Any]:

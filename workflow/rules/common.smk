@@ -6,6 +6,7 @@ import sys
 from snakemake.utils import min_version
 
 from shapelm import workflow as wf
+from shapelm.checks import check_experiment, raise_on
 from shapelm.config import config_hash, load_experiment
 
 min_version("9.0")
@@ -13,7 +14,15 @@ min_version("9.0")
 # Rules call the `shapelm` and `python` of the environment running Snakemake, activated or not.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
-EXP = load_experiment(config)
+if config.get("rehearsal"):  # shapelm rehearse: this config at CPU size (shapelm.rehearsal)
+    from shapelm.rehearsal import apply_environment, rehearsal_config
+
+    apply_environment(config)
+    EXP = load_experiment(rehearsal_config(config))
+else:
+    EXP = load_experiment(config)
+# Everything a job would find out too late: data vs model vocabulary, inputs, cluster requests.
+raise_on(check_experiment(EXP), EXP.name)
 E = EXP.name
 RUNS = list(EXP.runs)
 WORK = wf.work_dir(E)
@@ -41,8 +50,17 @@ def model_file(run):
     return f"{run_dir(run)}/final/model.safetensors"
 
 
+def stage_resources(stage, run_of=lambda w: w.run):
+    """SLURM resources of an evaluation-side job (shapelm.workflow.stage_job) of the run
+    `run_of(wildcards)` names."""
+    keys = ("runtime", "mem_mb", "cpus_per_task", "nodes", "gres")
+    jobs = {r: wf.stage_job(EXP, r, stage)["resources"] for r in RUNS}
+    return {k: (lambda w, k=k: jobs[run_of(w)].get(k, "")) for k in keys}
+
+
 rule experiment_config:
     """The merged experiment config, for commands that need the whole experiment."""
+    localrule: True
     output:
         f"{WORK}/experiment.json",
     params:

@@ -20,14 +20,14 @@ rule decode_pair:
     log:
         f"{LOGS}/decode/decode_{{scale}}.log",
     resources:
-        gres="gpu:1" if not DEFAULT_SOURCE else "",
-        runtime=120,
+        **stage_resources("decode_pair", run_of=lambda w: DECODE_PAIRS[w.scale][-1]),
     shell:
         "shapelm bench decode --config {input.experiment} --runs {params.runs} "
         "--mixer {params.mixers} --lengths {params.lengths} {params.peer} --out {output} > {log} 2>&1"
 
 
 rule decode_bench:
+    localrule: True
     input:
         [f"{RESULTS}/decode/pair_{s}.json" for s in DECODE_PAIRS],
     output:

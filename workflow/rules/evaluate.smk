@@ -4,12 +4,12 @@
 rule eval_ppl:
     input:
         model=lambda w: model_file(w.run),
-        val=val_data(),
+        val=lambda w: val_data(w.run),
     output:
         f"{RESULTS}/runs/{{run}}/ppl.json",
     params:
         model_dir=lambda w: f"{run_dir(w.run)}/final",
-        val_dirs=" ".join(f"$(dirname {p})" for p in val_data()),
+        val_dirs=lambda w: " ".join(f"$(dirname {p})" for p in val_data(w.run)),
         seq_len=EVAL.get("ppl_seq_len", 4096),
         max_instances=(
             f"--max-instances {EVAL['ppl_max_instances']}" if EVAL.get("ppl_max_instances") else ""
@@ -18,8 +18,7 @@ rule eval_ppl:
     log:
         f"{LOGS}/runs/{{run}}/eval_ppl.log",
     resources:
-        gres="gpu:1" if not DEFAULT_SOURCE else "",
-        runtime=240,
+        **stage_resources("eval_ppl"),
     shell:
         "shapelm eval ppl --model {params.model_dir} --data {params.val_dirs} "
         "--seq-len {params.seq_len} {params.max_instances} --batch-size {params.batch} "
@@ -32,12 +31,12 @@ if DEFAULT_SOURCE:
     rule make_tasks:
         """Small lm-eval tasks generated from the held-out default text, same formats as the real ones."""
         input:
-            val=val_data(),
+            val=val_data(None),  # the default corpus: one tokenizer for every run
             tokenizer=TOKENIZER,
         output:
             f"{TASK_DIR}/task_data.json",
         params:
-            val_dirs=" ".join(f"$(dirname {p})" for p in val_data()),
+            val_dirs=" ".join(f"$(dirname {p})" for p in val_data(None)),
             n=EVAL.get("heldout_examples", 200),
         log:
             f"{LOGS}/data/make_tasks.log",
@@ -71,8 +70,7 @@ rule downstream:
     log:
         f"{LOGS}/runs/{{run}}/downstream.log",
     resources:
-        gres="gpu:1" if not DEFAULT_SOURCE else "",
-        runtime=600,
+        **stage_resources("downstream"),
     shell:
         "shapelm eval downstream --model {params.model_dir} {params.tokenizer} "
         "--tasks {params.tasks} {params.task_data} --tasks-dir {params.tasks_dir} {params.limit} "

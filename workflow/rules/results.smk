@@ -28,6 +28,7 @@ def _report(artifact):
 
 rule results:
     """Every table (CSV, Markdown, LaTeX) and figure (PNG, PDF) of the three papers."""
+    localrule: True
     input:
         experiment=f"{WORK}/experiment.json",
         runs=ALL_RUN_OUTPUTS,

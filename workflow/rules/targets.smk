@@ -17,6 +17,7 @@ for _table in _TABLES:
     rule:
         name:
             f"table_{_table}"
+        localrule: True
         input:
             experiment=f"{WORK}/experiment.json",
             runs=[p for r in EXP.runs_for(table=_table) for p in run_outputs(r)],

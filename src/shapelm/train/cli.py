@@ -2,7 +2,8 @@
 
 Exit status: 0 done (or already done, or stopped at --max-steps); 2 a user error (bad config,
 bad data, non-finite loss); 128 + signal number when preempted by SIGTERM (143) or SIGUSR1
-(138) after writing a checkpoint. Run the same command again to resume.
+(138) after writing a checkpoint, or when --time-limit is about to run out (138). Run the same
+command again to resume.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 
 
 def _train(args) -> int:
-    from shapelm.config import load_run_config
+    from shapelm.config import load_run_config, write_json_atomic
     from shapelm.train.loop import train
 
     run = load_run_config(args.run_config)
@@ -23,8 +24,20 @@ def _train(args) -> int:
         device=args.device,
         peak_flops=args.peak_flops,
         progress=not args.no_progress,
+        time_limit_min=args.time_limit,
+        stop_margin_s=args.stop_margin,
     )
+    if args.state_out and result.exit_code == 0 and _is_rank_zero():
+        write_json_atomic(args.state_out, {"status": result.status, "step": result.step,
+                                           "total_steps": result.total_steps,
+                                           "run": run.get("name"), "config_hash": run.get("hash")})
     return result.exit_code
+
+
+def _is_rank_zero() -> bool:
+    import os
+
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) == 0
 
 
 def add_commands(subparsers) -> None:
@@ -43,5 +56,11 @@ def add_commands(subparsers) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--peak-flops", type=float, default=None, metavar="F",
                    help="peak FLOP/s per device for MFU (default: by GPU name; none on CPU)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="MIN",
+                   help="this job's wall-clock limit: checkpoint and exit 138 before it runs out")
+    p.add_argument("--stop-margin", type=float, default=120.0, metavar="S",
+                   help="seconds kept free before --time-limit for the checkpoint (default 120)")
+    p.add_argument("--state-out", default=None, metavar="JSON",
+                   help="after a clean exit (done, or stopped at --max-steps), write where the run stands")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)

@@ -15,6 +15,7 @@ NCCL is used on GPU, gloo on CPU.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import re
 import socket
@@ -112,6 +113,11 @@ def init_distributed(device: str | None = None) -> DistEnv:
         torch.cuda.set_device(dev)
     else:
         dev = torch.device("cpu")
+        if rank == 0 and os.environ.get("CUDA_VISIBLE_DEVICES") and device in (None, "auto"):
+            # A GPU job on a node torch cannot use (or the CPU rehearsal of one): say so once.
+            logging.getLogger(__name__).warning(
+                "CUDA_VISIBLE_DEVICES=%s but torch sees no CUDA device: running on CPU%s",
+                os.environ["CUDA_VISIBLE_DEVICES"], " with gloo" if world > 1 else "")
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(
             backend="nccl" if use_cuda else "gloo",

@@ -22,9 +22,8 @@ import random
 import shutil
 import signal
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,6 +38,7 @@ from shapelm.model.config import ModelConfig
 from shapelm.model.io import save_pretrained
 from shapelm.model.transformer import build_model
 from shapelm.train import checkpoint as ckpt
+from shapelm.train.preempt import Preemption
 from shapelm.train.distributed import (
     DistEnv,
     all_reduce_sum,
@@ -59,9 +59,6 @@ from shapelm.train.observe import (
 from shapelm.train.schedule import lr_at, param_groups
 
 log = logging.getLogger(__name__)
-
-#: Signals that request "checkpoint at the next step boundary, then exit 128 + signum".
-PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 #: Recipe fields that change the math of training (the recipe hash). The others (checkpoint
 #: cadence, logging, micro batch size, DDP/FSDP, compile, precision) may change on resume.
@@ -89,29 +86,6 @@ class TrainResult:
     def exit_code(self) -> int:
         """0 unless preempted; preempted: 128 + signal number (143 SIGTERM, 138 SIGUSR1)."""
         return 128 + self.signal if self.status == "preempted" and self.signal else 0
-
-
-@dataclass
-class _Preemption:
-    signum: int | None = None
-    previous: dict = field(default_factory=dict)
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        for sig in PREEMPT_SIGNALS:
-            self.previous[sig] = signal.signal(sig, self._handler)
-
-    def _handler(self, signum, frame) -> None:
-        if self.signum is None:
-            log.warning("received %s: checkpoint at the next step boundary, then exit %d",
-                        signal.Signals(signum).name, 128 + signum)
-        self.signum = signum
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        self.previous.clear()
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -459,20 +433,24 @@ def train(
     peak_flops: float | None = None,
     progress: bool = True,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    time_limit_min: float | None = None,
+    stop_margin_s: float = 120.0,
 ) -> TrainResult:
     """Train (or resume) the run `run_config` into `out_dir`; see the module docstring.
 
     `max_steps` stops after that update with a checkpoint (status "stopped"; the schedule
     still spans total_steps). `device`: None/"auto", "cpu" or "cuda". `peak_flops`: per-device
     peak FLOP/s for MFU (default: from the GPU name; none on CPU). `on_step(record)` is called
-    on every rank after every update (tests, custom logging). Under torchrun/srun the process
-    group is created here and destroyed on return.
+    on every rank after every update (tests, custom logging). `time_limit_min`: this job's
+    wall-clock limit; the run checkpoints and returns "preempted" (exit 138) when the time left
+    no longer holds `stop_margin_s` plus two steps. Under torchrun/srun the process group is
+    created here and destroyed on return.
     """
     cfg, recipe = _resolve(run_config)
     out_dir = Path(out_dir)
     tokens_path = _data_dir(run_config, data_dir)
     env = init_distributed(device)
-    preempt = _Preemption()
+    preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)
     try:
         preempt.install()
         return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
@@ -574,11 +552,17 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     chunk = recipe.loss_chunk_tokens or None
     last_saved = start_step if resume else None
     t_last, step_last = time.perf_counter(), start_step
+    step_seconds = 0.0  # running pace of one update, for the time-limit stop
     status, step = "completed", start_step
     try:
         for step in range(start_step + 1, stop + 1):
+            t_step = time.perf_counter()
             batches, local = micro_batches(store, step, recipe, env, accum)
-            head = torch.tensor([local, 1 if preempt.signum else 0], dtype=torch.int64, device=env.device)
+            if env.is_main:
+                preempt.hold_for_signal(run_config.get("name", ""), step, out_dir / "HOLDING")
+            # Every rank stops at the same step: the flag is summed with the token count.
+            stop_now = preempt.should_stop(step_seconds)
+            head = torch.tensor([local, 1 if stop_now else 0], dtype=torch.int64, device=env.device)
             all_reduce_sum(head, env)
             n_global, flagged = int(head[0]), int(head[1])
             if flagged:
@@ -618,6 +602,8 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                 )
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            took = time.perf_counter() - t_step
+            step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
 
             record = {"step": step, "tokens": step * recipe.batch_tokens, "loss": loss,
                       "ce_loss": ce_loss, "z_loss": z_loss, "lr": lr, "grad_norm": grad_norm}

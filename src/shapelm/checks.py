@@ -1,0 +1,104 @@
+"""Checks that must fail at `snakemake -n`, not after a GPU allocation.
+
+`check_experiment(exp)` returns every problem it finds, each naming the run (or scale) and the
+config key; the Snakefile raises them together (`raise_on`) before building the DAG. The data
+checks live with the data code (shapelm.data.plan), the long-context ones with the long-context
+code (shapelm.longctx.plan); this module adds what a job asks of the cluster.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from shapelm.config import Experiment, run_model_config, run_recipe
+from shapelm.errors import ConfigError
+
+
+def _stage_checks(exp: Experiment) -> list[str]:
+    errors: list[str] = []
+    for module, name in (("shapelm.data.plan", "check_data"), ("shapelm.longctx.plan", "check_longctx")):
+        try:
+            check = getattr(importlib.import_module(module), name)
+        except (ModuleNotFoundError, AttributeError):
+            continue
+        errors.extend(check(exp))
+    return errors
+
+
+def training_gpu_mem_gb(run: dict[str, Any], world_size: int) -> float:
+    """A lower bound on one GPU's training memory: fp32 weights, gradients and Adam moments
+    (16 bytes a parameter, split over ranks under FSDP) and the fp32 logits of one micro batch
+    with their gradient. Activations come on top; a run this already overflows cannot start."""
+    from shapelm.accounting import param_counts
+
+    cfg = run_model_config(run)
+    recipe = run_recipe(run)
+    params = param_counts(cfg).total
+    shards = world_size if recipe.distributed == "fsdp" else 1
+    states = 16 * params / shards
+    tokens = recipe.micro_batch_size * recipe.seq_len
+    logits = 0 if recipe.loss_chunk_tokens else 8 * tokens * cfg.vocab_size
+    return (states + logits) / 2**30
+
+
+def check_resources(exp: Experiment) -> list[str]:
+    from shapelm.workflow import _resources, cluster_settings, train_plan
+
+    cluster = cluster_settings(exp)
+    node = cluster["node"]
+    errors: list[str] = []
+    seen: set[str] = set()
+    for name, run in exp.runs.items():
+        scale = run["scale"]
+        key = f"scales.{scale}.resources"
+        res = _resources(exp, run)
+        gpus, nodes = int(res.get("gpus", 0)), int(res.get("nodes", 1))
+        plan = train_plan(exp, name)
+        job = plan.job
+        if scale not in seen:
+            seen.add(scale)
+            if gpus > int(node["gpus"]):
+                errors.append(f"{key}.gpus: {gpus} GPUs per node, but a node has {node['gpus']} "
+                              "(cluster.node.gpus)")
+            if gpus == 1 and nodes > 1:
+                errors.append(f"{key}: 1 GPU on each of {nodes} nodes is not a launch shapelm makes "
+                              "(one process per GPU, several per node); use gpus >= 2 or nodes 1")
+            cpus = job.cpus_per_task * job.tasks_per_node
+            if cpus > int(node["cpus"]):
+                errors.append(f"{key}: {job.tasks_per_node} task(s) x {job.cpus_per_task} CPUs = "
+                              f"{cpus} CPUs per node, but a node has {node['cpus']} (cluster.node.cpus); "
+                              "lower resources.cpus_per_gpu")
+            if job.mem_mb > int(node["mem_mb"]):
+                errors.append(f"{key}.mem_mb: {job.mem_mb} MB per node, but a node has "
+                              f"{node['mem_mb']} (cluster.node.mem_mb)")
+            if "runtime_min" in res and int(res["runtime_min"]) > int(cluster["max_runtime_min"]):
+                errors.append(f"{key}.runtime_min: {res['runtime_min']} exceeds the partition limit "
+                              f"{cluster['max_runtime_min']} (cluster.max_runtime_min); leave it out "
+                              "and long runs are segmented")
+        recipe = run_recipe(run)
+        per_step = recipe.micro_batch_size * job.world_size
+        if recipe.batch_sequences % per_step:
+            errors.append(
+                f"runs.{name}.train: {recipe.batch_sequences} sequences per step do not split over "
+                f"{job.world_size} processes x micro_batch_size {recipe.micro_batch_size} "
+                f"({key}: {nodes} node(s) x {max(1, gpus)})")
+        if gpus:
+            need = training_gpu_mem_gb(run, job.world_size)
+            if need > float(node["gpu_mem_gb"]):
+                errors.append(
+                    f"runs.{name}: weights, gradients, Adam and logits alone need {need:.0f} GiB per "
+                    f"GPU, more than cluster.node.gpu_mem_gb={node['gpu_mem_gb']}; use "
+                    "train.distributed: fsdp, more GPUs or a smaller micro_batch_size")
+    return errors
+
+
+def check_experiment(exp: Experiment) -> list[str]:
+    return [*check_resources(exp), *_stage_checks(exp)]
+
+
+def raise_on(errors: list[str], where: str = "config") -> None:
+    if errors:
+        shown = "\n  ".join(errors[:40])
+        more = f"\n  ... and {len(errors) - 40} more" if len(errors) > 40 else ""
+        raise ConfigError(f"{where}: {len(errors)} problem(s) before any job runs:\n  {shown}{more}")

@@ -1,0 +1,284 @@
+"""The paper at CPU size: `shapelm rehearse -- --profile slurm [TARGET]`.
+
+A rehearsal is configs/paper.yaml with everything kept but size: the same 74 runs, rules, SLURM
+resource shapes (1 GPU, 8 GPUs, 2 and 4 nodes, one process per GPU), segment counts, recipes
+and data source kinds, with widths / 32, heads / 8, sequences / 64, vocabularies those of small
+stand-in tokenizers and a few optimizer steps per run. Its inputs are real formats made from the
+embedded corpus: OLMo-2 uint32 shards read over HTTP byte ranges, the v3-small validation
+files, tokenizers in a Hugging Face cache under the paper's repo ids, PG19 / Proof-pile / essay /
+QA files (shapelm.data.rehearsal, shapelm.longctx.rehearsal). Jobs see no GPU: each "GPU" is a
+gloo process on the CPU.
+
+`shapelm rehearse` writes the inputs (once), serves them over HTTP, and runs Snakemake with
+`--config rehearsal={inputs: DIR, url: URL}`; the Snakefile then plans `rehearsal_config(...)`
+instead of the config it was given (outputs under work/rehearsal, results/rehearsal).
+
+What differs from the paper besides size (documented in docs/TRAINING.md): downstream tasks are
+the held-out tasks built from the validation text (the OLMo task sets need the hub's datasets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import http.server
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from shapelm.errors import ConfigError
+
+WIDTH_DIVISOR = 32
+HEAD_DIVISOR = 8
+SEQ_DIVISOR = 64
+WIDTH_KEYS = ("d_model", "d_h", "d_ff", "d_attn")
+HEAD_KEYS = ("n_heads", "n_kv_heads")
+MIN_STEPS = 8
+MAX_SEGMENTS = 3  # first, middle and last segment: every link of a chain, at a tenth of the jobs
+OVERRIDES_FILE = "overrides.json"
+
+
+def _round_to(value: float, multiple: int) -> int:
+    return max(multiple, multiple * round(value / multiple))
+
+
+def shrink_arch(arch: dict[str, Any], scale_heads: int | None) -> dict[str, Any]:
+    """Widths / 32 (multiples of 8, and of 8 x heads where a width sets the head size), heads
+    / 8, explicit head_dim / 8 (even, for RoPE); depth, K, kinds and ratios unchanged."""
+    out = copy.deepcopy(arch)
+    heads = out.get("n_heads", scale_heads)
+    small_heads = max(1, int(heads) // HEAD_DIVISOR) if heads else None
+    for key in HEAD_KEYS:
+        if key in out:
+            out[key] = max(1, int(out[key]) // HEAD_DIVISOR)
+    if "n_kv_heads" in out and small_heads and small_heads % out["n_kv_heads"]:
+        out["n_kv_heads"] = 1
+    if "head_dim" in out:
+        out["head_dim"] = max(4, 2 * round(int(out["head_dim"]) / HEAD_DIVISOR / 2))
+    sets_head_size = "d_attn" if "d_attn" in out else "d_model"
+    for key in WIDTH_KEYS:
+        if key in out:
+            # Tapered widths start at start x d_ff in multiples of 16 (start 1.375 = 11/8).
+            multiple = 128 if key == "d_ff" else 8
+            if key == sets_head_size and small_heads and "head_dim" not in out:
+                multiple = math.lcm(8, 2 * small_heads)
+            out[key] = _round_to(int(out[key]) / WIDTH_DIVISOR, multiple)
+    return out
+
+
+def _tokenizer_vocab(inputs: Path, spec: str) -> int | None:
+    """The vocabulary of a stand-in tokenizer in the rehearsal's HF cache, padded to 64."""
+    from shapelm.data.tokenizer import load_tokenizer
+
+    old = os.environ.get("HF_HUB_CACHE")
+    os.environ["HF_HUB_CACHE"] = str(inputs / "hf" / "hub")
+    try:
+        size = load_tokenizer(spec).get_vocab_size(with_added_tokens=True)
+    except Exception:  # noqa: BLE001 - not a stand-in: keep the config's value
+        return None
+    finally:
+        if old is None:
+            os.environ.pop("HF_HUB_CACHE", None)
+        else:
+            os.environ["HF_HUB_CACHE"] = old
+    return 64 * math.ceil(size / 64)
+
+
+def _substitute(obj: Any, root: str, url: str) -> Any:
+    if isinstance(obj, dict):
+        return {k: _substitute(v, root, url) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_substitute(v, root, url) for v in obj]
+    if isinstance(obj, str):
+        return obj.replace("{url}", url).replace("{root}", root)
+    return obj
+
+
+def load_overrides(inputs: str | os.PathLike, url: str | None = None) -> dict[str, Any]:
+    inputs = Path(inputs).resolve()
+    path = inputs / OVERRIDES_FILE
+    if not path.exists():
+        raise ConfigError(f"rehearsal.inputs: {path} not found; write it with `shapelm rehearse`")
+    return _substitute(json.loads(path.read_text()), str(inputs), url or str(inputs))
+
+
+def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The CPU-sized copy of an experiment config (see the module docstring)."""
+    from shapelm.config import merge
+    from shapelm.workflow import train_plan
+
+    settings = config["rehearsal"]
+    inputs = Path(settings["inputs"]).resolve()
+    paper = {k: v for k, v in copy.deepcopy(config).items() if k != "rehearsal"}
+    overrides = load_overrides(inputs, settings.get("url"))
+    out = copy.deepcopy(paper)
+    out["name"] = "rehearsal"
+    out["description"] = f"CPU rehearsal of {paper.get('name', 'the experiment')} (shapelm.rehearsal)"
+
+    # Segment counts as the paper's time limits make them, so the chains are rehearsed too.
+    from shapelm.config import load_experiment
+
+    paper_exp = load_experiment(paper)
+    segments: dict[str, int] = {}
+    for name, run in paper_exp.runs.items():
+        segments[run["scale"]] = max(segments.get(run["scale"], 1), train_plan(paper_exp, name).segments)
+
+    out["cluster"] = {**paper.get("cluster", {}), "signal_lead_s": 60, "startup_min": 1}
+    out["train_defaults"] = {**paper.get("train_defaults", {}), "checkpoint_every": 2,
+                             "log_every": 1, "precision": "auto"}
+    for scale_name, scale in out["scales"].items():
+        if "n_heads" in scale:
+            scale["n_heads"] = max(1, int(scale["n_heads"]) // HEAD_DIVISOR)
+        res = scale.setdefault("resources", {})
+        world = int(res.get("gpus", 1) or 1) * int(res.get("nodes", 1))
+        train = scale.setdefault("train", {})
+        merged = merge(paper.get("train_defaults", {}), train)
+        seq = max(8, int(merged.get("seq_len", 4096)) // SEQ_DIVISOR)
+        micro = int(merged.get("micro_batch_size", 1))
+        batch_seqs = max(8, world * micro)
+        steps = max(MIN_STEPS, 2 * min(MAX_SEGMENTS, segments.get(scale_name, 1)))
+        train.update(seq_len=seq, batch_tokens=batch_seqs * seq, total_tokens=steps * batch_seqs * seq,
+                     warmup_tokens=batch_seqs * seq)
+        res["segments"] = min(MAX_SEGMENTS, segments.get(scale_name, 1))
+        res["runtime_min"] = 20
+        res.pop("mem_mb", None)
+    data = out.setdefault("data", {})
+    for scale in out["scales"].values():
+        tok = merge(data, scale.get("data", {})).get("tokenizer")
+        scale["_tokenizer"] = tok
+    for run in out["runs"].values():
+        scale = out["scales"][run["scale"]]
+        arch = merge(paper.get("model_defaults", {}), run["arch"])
+        small = shrink_arch(run["arch"], scale.get("n_heads") and scale["n_heads"] * HEAD_DIVISOR)
+        vocab = _tokenizer_vocab(inputs, scale["_tokenizer"]) if scale.get("_tokenizer") else None
+        if vocab and "vocab_size" in arch:
+            small["vocab_size"] = vocab
+        run["arch"] = small
+        run["eval"] = {**run.get("eval", {}), "tasks": ["heldout"]}
+    for scale in out["scales"].values():
+        scale.pop("_tokenizer", None)
+    if "vocab_size" in out.get("model_defaults", {}):
+        tok = data.get("tokenizer")
+        vocab = _tokenizer_vocab(inputs, tok) if tok else None
+        if vocab:
+            out["model_defaults"]["vocab_size"] = vocab
+    out["eval"] = {**paper.get("eval", {}), "ppl_seq_len": 64, "ppl_max_instances": 8,
+                   "batch_size": 8, "tasks": ["heldout"], "heldout_examples": 40, "limit": 10}
+    lc = out.setdefault("longctx", {})
+    lc.update(factor=4, original_length=64, seq_len=256, lengths=[128, 256], finetune_steps=4,
+              proofpile_min_tokens=256, proofpile_num_docs=2, ruler_samples=2)
+    out["decode"] = {**paper.get("decode", {}), "lengths": [256, 512]}
+    return merge(out, {k: v for k, v in overrides.items() if k != "env"})
+
+
+def apply_environment(config: dict[str, Any]) -> None:
+    """Environment the rehearsal's jobs need (the stand-in tokenizers' HF cache)."""
+    settings = config.get("rehearsal")
+    if settings:
+        env = load_overrides(settings["inputs"], settings.get("url")).get("env", {})
+        os.environ.update({k: str(v) for k, v in env.items()})
+
+
+def write_inputs(inputs: Path) -> dict[str, Any]:
+    """Every input the rehearsal reads, in its real format; the overrides file last."""
+    from shapelm.data.rehearsal import write_data_inputs
+    from shapelm.longctx.rehearsal import write_longctx_inputs
+    from shapelm.config import merge, write_json_atomic
+
+    inputs.mkdir(parents=True, exist_ok=True)
+    overrides = merge(write_data_inputs(inputs), write_longctx_inputs(inputs))
+    write_json_atomic(inputs / OVERRIDES_FILE, overrides)
+    return overrides
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # the slicer makes thousands of range requests
+        pass
+
+
+def serve(directory: Path, host: str = "127.0.0.1", port: int = 0) -> tuple[str, http.server.ThreadingHTTPServer]:
+    """Serve `directory` over HTTP with byte-range requests, as the OLMo data host does."""
+    handler = functools.partial(_RangeHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer((host, port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://{host}:{server.server_address[1]}", server
+
+
+class _RangeHandler(_QuietHandler):
+    """SimpleHTTPRequestHandler with single `Range: bytes=a-b` requests, as object stores do."""
+
+    def send_head(self):
+        rng = self.headers.get("Range")
+        if not rng or not rng.startswith("bytes="):
+            return super().send_head()
+        path = Path(self.translate_path(self.path))
+        if not path.is_file():
+            self.send_error(404)
+            return None
+        size = path.stat().st_size
+        first, _, last = rng[6:].partition("-")
+        start = int(first) if first else max(0, size - int(last))
+        end = min(size - 1, int(last)) if (first and last) else size - 1
+        if start > end or start >= size:
+            self.send_error(416)
+            return None
+        fh = open(path, "rb")
+        fh.seek(start)
+        self.send_response(206)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        return _Limited(fh, end - start + 1)
+
+
+class _Limited:
+    def __init__(self, fh, n: int) -> None:
+        self.fh, self.left = fh, n
+
+    def read(self, size: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        size = self.left if size < 0 else min(size, self.left)
+        data = self.fh.read(size)
+        self.left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _rehearse(args) -> int:
+    inputs = Path(args.inputs).resolve()
+    if args.rewrite or not (inputs / OVERRIDES_FILE).exists():
+        print(f"shapelm rehearse: writing inputs to {inputs}", file=sys.stderr, flush=True)
+        write_inputs(inputs)
+    url, server = serve(inputs, args.host, args.port)
+    print(f"shapelm rehearse: serving {inputs} at {url}", file=sys.stderr, flush=True)
+    extra = list(args.snakemake_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    cmd = [str(Path(sys.executable).parent / "snakemake"), *extra,
+           "--config", f"rehearsal={{inputs: {inputs}, url: '{url}'}}"]
+    print("shapelm rehearse: " + " ".join(cmd), file=sys.stderr, flush=True)
+    try:
+        return subprocess.call(cmd)
+    finally:
+        server.shutdown()
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("rehearse", help="run the paper's DAG at CPU size (inputs made here)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--inputs", default="work/rehearsal-inputs", help="where the inputs are written")
+    p.add_argument("--host", default="127.0.0.1", help="address the compute nodes reach this host at")
+    p.add_argument("--port", type=int, default=0, help="HTTP port (default: any free one)")
+    p.add_argument("--rewrite", action="store_true", help="write the inputs again")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- SNAKEMAKE_ARGS")
+    p.set_defaults(func=_rehearse)
