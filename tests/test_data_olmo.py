@@ -295,3 +295,17 @@ def test_cli_slice_and_inspect(source, tmp_path, capsys):
     (out / "part-00000.u32").write_bytes(b"\0" * 8192)
     assert data_cli(["data", "inspect", str(out)]) == 2
     assert "uint16" in capsys.readouterr().err
+
+
+def test_path_list_with_root(tmp_path):
+    from shapelm.data.validation import read_path_list
+
+    lst = tmp_path / "paths.txt"
+    lst.write_text("# comment\nhttp://olmo-data.org/preprocessed/a/part-0.npy\nrel/part-1.npy\n"
+                   "/abs/part-2.npy\nhttps://elsewhere.org/part-3.npy\n")
+    assert read_path_list(str(lst), "http://127.0.0.1:9/olmo/") == [
+        "http://127.0.0.1:9/olmo/preprocessed/a/part-0.npy", "http://127.0.0.1:9/olmo/rel/part-1.npy",
+        "/abs/part-2.npy", "https://elsewhere.org/part-3.npy"]
+    assert read_path_list(str(lst))[1] == "rel/part-1.npy"
+    with pytest.raises(DataError, match=r"nope\.txt: path list not found"):
+        read_path_list(str(tmp_path / "nope.txt"))

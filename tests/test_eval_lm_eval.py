@@ -107,6 +107,18 @@ def test_loglikelihood_matches_direct_computation(world):
         assert greedy == bool((lp.argmax(-1) == torch.tensor(t)).all())
 
 
+def test_a_continuation_longer_than_the_window_is_scored_where_the_window_predicts(world):
+    lm = lm_for(world, batch_size=2)
+    model = world["trained"]
+    window = lm.max_length
+    cont = [(7 * i) % 50 + 5 for i in range(window + 9)]
+    ((ll, _),) = lm._loglikelihood_tokens([(("c", "x"), [3, 4], cont)])
+    whole = torch.tensor([3, 4] + cont)[-(window + 1):]
+    with torch.no_grad():
+        lp = F.log_softmax(model(whole[None, :-1]).logits[0], -1)
+    assert ll == pytest.approx(lp.gather(-1, whole[1:, None]).sum().item(), abs=1e-3)
+
+
 def test_loglikelihood_rolling_covers_every_token_once(world):
     from lm_eval.api.instance import Instance
 

@@ -171,8 +171,14 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     out["eval"] = {**paper.get("eval", {}), "ppl_seq_len": 64, "ppl_max_instances": 8,
                    "batch_size": 8, "tasks": ["heldout"], "heldout_examples": 40, "limit": 10}
     lc = out.setdefault("longctx", {})
-    lc.update(factor=4, original_length=64, seq_len=256, lengths=[128, 256], finetune_steps=4,
-              proofpile_min_tokens=256, proofpile_num_docs=2, ruler_samples=2)
+    # The paper's s=16 from the rehearsal's 64-token pretraining: 1,024 tokens, the shortest
+    # context where RULER's templates leave room for a haystack.
+    lc.update(factor=16, lengths=[512, 1024], finetune_steps=4, finetune_batch=32,
+              proofpile_min_tokens=1024, proofpile_num_docs=2, ruler_samples=2)
+    for key in ("original_length", "seq_len"):
+        lc.pop(key, None)
+    if "resources" in lc:  # the finetune's job shape stays; its request is the rehearsal's
+        lc["resources"] = {**lc["resources"], "runtime_min": 20}
     out["decode"] = {**paper.get("decode", {}), "lengths": [256, 512]}
     return merge(out, {k: v for k, v in overrides.items() if k != "env"})
 
@@ -183,6 +189,8 @@ def apply_environment(config: dict[str, Any]) -> None:
     if settings:
         env = load_overrides(settings["inputs"], settings.get("url")).get("env", {})
         os.environ.update({k: str(v) for k, v in env.items()})
+        # Up to 32 "GPUs" share this machine's cores: one thread each, not one per core each.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def write_inputs(inputs: Path) -> dict[str, Any]:
@@ -259,7 +267,13 @@ def _rehearse(args) -> int:
     if args.rewrite or not (inputs / OVERRIDES_FILE).exists():
         print(f"shapelm rehearse: writing inputs to {inputs}", file=sys.stderr, flush=True)
         write_inputs(inputs)
-    url, server = serve(inputs, args.host, args.port)
+    # The same port every time for the same inputs: the URL is part of the slices' plan, so a
+    # rerun on another port would redo (and first refuse) the slices already written.
+    port = args.port if args.port else 20000 + int.from_bytes(str(inputs).encode(), "big") % 20000
+    try:
+        url, server = serve(inputs, args.host, port)
+    except OSError as err:
+        raise ConfigError(f"rehearse: cannot serve on {args.host}:{port} ({err}); pass --port") from None
     print(f"shapelm rehearse: serving {inputs} at {url}", file=sys.stderr, flush=True)
     extra = list(args.snakemake_args)
     if extra and extra[0] == "--":
@@ -278,7 +292,7 @@ def add_commands(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--inputs", default="work/rehearsal-inputs", help="where the inputs are written")
     p.add_argument("--host", default="127.0.0.1", help="address the compute nodes reach this host at")
-    p.add_argument("--port", type=int, default=0, help="HTTP port (default: any free one)")
+    p.add_argument("--port", type=int, default=0, help="HTTP port (default: one fixed per --inputs)")
     p.add_argument("--rewrite", action="store_true", help="write the inputs again")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- SNAKEMAKE_ARGS")
     p.set_defaults(func=_rehearse)

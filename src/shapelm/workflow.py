@@ -217,7 +217,7 @@ def stage_job(exp: Experiment, run_name: str | None, stage: str) -> dict[str, An
     limit = int(cluster_settings(exp)["max_runtime_min"])
     if not int(base.get("gpus", 0)):
         job = _job_shape(exp, base, min(limit, int(base.get("runtime_min", 60))), lead=False)
-        return {"resources": job.resources(), "launch": job.launch()}
+        return {"resources": job.resources(), "launch": job.launch(), "signal_lead_s": 0}
     if stage == "yarn_finetune":
         lc = {**base, **(exp.raw.get("longctx", {}) or {}).get("resources", {})}
         runtime = int(lc.get("runtime_min", runtime))
@@ -228,7 +228,7 @@ def stage_job(exp: Experiment, run_name: str | None, stage: str) -> dict[str, An
         if run is not None:
             one["mem_mb"] = max(32_000, eval_host_mem_mb(run))
         job = _job_shape(exp, one, min(limit, runtime), lead=False)
-    return {"resources": job.resources(), "launch": job.launch()}
+    return {"resources": job.resources(), "launch": job.launch(), "signal_lead_s": job.signal_lead_s}
 
 
 def plan_rows(exp: Experiment) -> list[dict[str, Any]]:

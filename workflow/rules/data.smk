@@ -1,4 +1,9 @@
-# Token data: the embedded default corpus, or fixed-order OLMo-2 stage-1 slices per scale.
+# Token data: the embedded default corpus, or fixed-order OLMo-2 stage-1 slices per scale,
+# re-encoded for scales whose tokenizer is not dolma2 (docs/DATA.md section 7). The other rules
+# ask only three functions: train_data(run), val_data(run) and tokenizer_for(run).
+import re
+
+from shapelm.data import plan as data_plan
 
 if DEFAULT_SOURCE:
     CORPUS = f"{WORK}/data/corpus"
@@ -19,50 +24,145 @@ if DEFAULT_SOURCE:
             "--max-train-tokens {params.max_tokens} > {log} 2>&1"
 
     def train_data(run):
+        """Manifest of the token dir the run trains on."""
         return f"{CORPUS}/train/manifest.json"
 
-    def val_data():
+    def val_data(run=None):
+        """Manifests of the run's validation sets (one corpus, one tokenizer: any run)."""
         return [f"{CORPUS}/val/{v}/manifest.json" for v in VAL_SETS]
 
     TOKENIZER = f"{CORPUS}/tokenizer.json"
 
+    def tokenizer_for(run):
+        """The tokenizer the run's evaluation uses (a file or an HF repo id in the cache)."""
+        return TOKENIZER
+
 else:
+    SCALES = list(dict.fromkeys(EXP.run(r)["scale"] for r in RUNS))
+    SCALE_DATA = {s: data_plan.scale_data(EXP.raw, s) for s in SCALES}
+    RETOKENIZED = {s: data_plan.tokenizer_slug(data_plan.run_tokenizer(d))
+                   for s, d in SCALE_DATA.items() if data_plan.retokenizes(d)}
+    RETOK_TOKENIZER = {data_plan.tokenizer_slug(data_plan.run_tokenizer(SCALE_DATA[s])):
+                       data_plan.run_tokenizer(SCALE_DATA[s]) for s in RETOKENIZED}
+    # every validation set some run evaluates on, in first-seen order (one download job)
+    ALL_VAL_SETS = list(dict.fromkeys(
+        v for d in [DATA, *SCALE_DATA.values()] for v in d.get("validation_sets", [])))
+    OLMO = DATA.get("olmo", {})
+    # CPU jobs: as many cores as asked, but never more than a node of the cluster has
+    NODE_CPUS = int(wf.cluster_settings(EXP)["node"]["cpus"])
+
+    # rule-level constraints: `train-{tok}` and `val-{tok}` must not parse as other paths
+    SCALE_RE = "|".join(re.escape(s) for s in SCALES) or "NONE"
+    TOK_RE = "|".join(re.escape(t) for t in RETOK_TOKENIZER) or "NONE"
+    VSET_RE = "|".join(re.escape(v) for v in ALL_VAL_SETS) or "NONE"
 
     rule slice_olmo:
-        """The first N tokens of OLMo-2 stage 1 in its exact shuffled order (resumable)."""
+        """The first N tokens of OLMo-2 stage 1 in its exact shuffled order (resumable); for a
+        re-encoded scale, N = total_tokens x data.retokenize.over_slice dolma2 tokens."""
         output:
             f"{WORK}/data/{{scale}}/train/manifest.json",
+        wildcard_constraints:
+            scale=SCALE_RE,
         params:
-            tokens=lambda w: EXP.raw["scales"][w.scale]["train"]["total_tokens"],
+            tokens=lambda w: data_plan.source_tokens(EXP.raw, w.scale),
             seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
-            root=DATA.get("olmo", {}).get("root", ""),
+            root=OLMO.get("root", ""),
+            paths=OLMO.get("paths", ""),
+            tokenizer=data_plan.source_tokenizer(DATA),
         log:
             f"{LOGS}/data/slice_{{scale}}.log",
         resources:
             runtime=24 * 60,
-            cpus_per_task=8,
+            cpus_per_task=min(8, NODE_CPUS),
             mem_mb=16000,
         shell:
             "shapelm data slice $(dirname {output}) --tokens {params.tokens} "
-            "--seq-len-out {params.seq_len} $( [ -n '{params.root}' ] && echo --root {params.root} ) "
+            "--seq-len-out {params.seq_len} --tokenizer {params.tokenizer} "
+            "$( [ -n '{params.root}' ] && echo --root {params.root} ) "
+            "$( [ -n '{params.paths}' ] && echo --paths {params.paths} ) "
             "--quiet > {log} 2>&1"
+
+    rule retokenize_train:
+        """A scale's slice decoded document by document and re-encoded with its tokenizer, same
+        order, cut into its seq_len windows (resumable; fails naming the scale if short)."""
+        input:
+            f"{WORK}/data/{{scale}}/train/manifest.json",
+        output:
+            f"{WORK}/data/{{scale}}/train-{{tok}}/manifest.json",
+        wildcard_constraints:
+            scale=SCALE_RE,
+            tok=TOK_RE,
+        params:
+            source_tokenizer=lambda w: data_plan.source_tokenizer(SCALE_DATA[w.scale]),
+            tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
+            tokens=lambda w: int(float(EXP.raw["scales"][w.scale]["train"]["total_tokens"])),
+            seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
+            hint=lambda w: (
+                f"raise scales.{w.scale}.data.retokenize.over_slice "
+                f"(now {data_plan.over_slice(SCALE_DATA[w.scale])})"
+            ),
+        log:
+            f"{LOGS}/data/retokenize_{{scale}}_{{tok}}.log",
+        resources:
+            runtime=24 * 60,
+            cpus_per_task=min(16, NODE_CPUS),
+            mem_mb=16000,
+        shell:
+            "shapelm data retokenize $(dirname {input}) $(dirname {output}) "
+            "--source-tokenizer {params.source_tokenizer} --tokenizer {params.tokenizer} "
+            "--tokens {params.tokens} --seq-len {params.seq_len} "
+            "--context 'scales.{wildcards.scale}' --hint '{params.hint}' > {log} 2>&1"
 
     rule validation_sets:
         output:
-            expand(f"{WORK}/data/val/{{vset}}/manifest.json", vset=VAL_SETS),
+            expand(f"{WORK}/data/val/{{vset}}/manifest.json", vset=ALL_VAL_SETS),
         params:
-            sets=",".join(VAL_SETS),
-            root=DATA.get("olmo", {}).get("validation_root", ""),
+            sets=",".join(ALL_VAL_SETS),
+            root=OLMO.get("validation_root", ""),
+            tokenizer=data_plan.source_tokenizer(DATA),
         log:
             f"{LOGS}/data/validation_sets.log",
         shell:
-            "shapelm data validation {WORK}/data/val --sets {params.sets} "
+            "shapelm data validation {WORK}/data/val --sets {params.sets} --tokenizer {params.tokenizer} "
             "$( [ -n '{params.root}' ] && echo --root {params.root} ) > {log} 2>&1"
 
-    def train_data(run):
-        return f"{WORK}/data/{EXP.run(run)['scale']}/train/manifest.json"
+    rule retokenize_validation:
+        """A dolma2 validation set in a re-encoded scale's tokenizer, for its eval_ppl."""
+        input:
+            f"{WORK}/data/val/{{vset}}/manifest.json",
+        output:
+            f"{WORK}/data/val-{{tok}}/{{vset}}/manifest.json",
+        wildcard_constraints:
+            tok=TOK_RE,
+            vset=VSET_RE,
+        params:
+            source_tokenizer=data_plan.source_tokenizer(DATA),
+            tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
+        log:
+            f"{LOGS}/data/retokenize_val_{{tok}}_{{vset}}.log",
+        shell:
+            "shapelm data retokenize $(dirname {input}) $(dirname {output}) "
+            "--source-tokenizer {params.source_tokenizer} --tokenizer {params.tokenizer} "
+            "--context 'validation set {wildcards.vset}' --quiet > {log} 2>&1"
 
-    def val_data():
-        return [f"{WORK}/data/val/{v}/manifest.json" for v in VAL_SETS]
+    def train_data(run):
+        """Manifest of the token dir the run trains on: its scale's slice, or that slice
+        re-encoded with the scale's tokenizer."""
+        scale = EXP.run(run)["scale"]
+        if scale in RETOKENIZED:
+            return f"{WORK}/data/{scale}/train-{RETOKENIZED[scale]}/manifest.json"
+        return f"{WORK}/data/{scale}/train/manifest.json"
+
+    def val_data(run=None):
+        """Manifests of the run's validation sets, in the tokenizer it trains on (run None:
+        the experiment-level data section)."""
+        data = DATA if run is None else EXP.run(run)["data"]
+        scale = None if run is None else EXP.run(run)["scale"]
+        base = f"val-{RETOKENIZED[scale]}" if scale in RETOKENIZED else "val"
+        return [f"{WORK}/data/{base}/{v}/manifest.json" for v in data.get("validation_sets", [])]
 
     TOKENIZER = DATA.get("tokenizer", "")
+
+    def tokenizer_for(run):
+        """The tokenizer the run's evaluation uses: the one its tokens are in."""
+        return data_plan.run_tokenizer(EXP.run(run)["data"])

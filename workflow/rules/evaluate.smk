@@ -25,23 +25,28 @@ rule eval_ppl:
         "--no-progress --out {output} > {log} 2>&1"
 
 
-if DEFAULT_SOURCE:
+# The held-out tasks (same lm-eval formats as the real ones, built from validation text): the
+# tiny default's tasks, and the rehearsal's, whose runs cannot reach the hub's datasets.
+HELDOUT = any("heldout" in EXP.run(r)["eval"].get("tasks", []) for r in RUNS)
+if HELDOUT:
     TASK_DIR = f"{WORK}/data/tasks"
 
     rule make_tasks:
-        """Small lm-eval tasks generated from the held-out default text, same formats as the real ones."""
+        """Small lm-eval tasks generated from held-out text, same formats as the real ones."""
         input:
-            val=val_data(None),  # the default corpus: one tokenizer for every run
-            tokenizer=TOKENIZER,
+            val=val_data(None),  # the experiment's validation text, in the source's tokens
+            tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
         output:
             f"{TASK_DIR}/task_data.json",
         params:
             val_dirs=" ".join(f"$(dirname {p})" for p in val_data(None)),
+            tokenizer=TOKENIZER,
             n=EVAL.get("heldout_examples", 200),
         log:
             f"{LOGS}/data/make_tasks.log",
         shell:
-            "shapelm eval make-tasks --text {params.val_dirs} --tokenizer {input.tokenizer} "
+            "shapelm eval make-tasks --text {params.val_dirs} --tokenizer {params.tokenizer} "
+            "--n-mc {params.n} --n-ce {params.n} "
             "--out {TASK_DIR} > {log} 2>&1"
 
     TASK_INPUTS = [f"{TASK_DIR}/task_data.json"]
@@ -63,7 +68,7 @@ rule downstream:
         model_dir=lambda w: f"{run_dir(w.run)}/final",
         tasks=lambda w: " ".join(EXP.run(w.run)["eval"].get("tasks", ["olmo"])),
         task_data=TASK_DATA_ARG,
-        tokenizer=f"--tokenizer {TOKENIZER}" if TOKENIZER else "",
+        tokenizer=lambda w: f"--tokenizer {tokenizer_for(w.run)}" if tokenizer_for(w.run) else "",
         tasks_dir=lambda w: f"{run_dir(w.run)}/lm_eval_tasks",
         limit=f"--limit {EVAL['limit']}" if EVAL.get("limit") else "",
         batch=EVAL.get("batch_size", 8),

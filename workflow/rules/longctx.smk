@@ -1,45 +1,118 @@
-# Long context: YaRN extension (400 steps, s=16 at paper scale), Proof-pile PPL and RULER.
-# Paper defaults below; the tiny default scales them down in its `longctx:` section.
-LC_FACTOR = LONGCTX.get("factor", 16)
-LC_ORIGINAL = LONGCTX.get("original_length", 4096)
-LC_LENGTHS = ",".join(str(x) for x in LONGCTX.get("lengths", [4096, 8192, 16384, 32768, 65536]))
-if DEFAULT_SOURCE:
-    _VAL = f"{WORK}/data/corpus/val"
-    LC_PROOFPILE = LONGCTX.get("proofpile", f"{_VAL}/default_sci")
-    LC_RULER_SOURCES = f"--essays {_VAL}/default_wiki --qa-text {_VAL}/default_web"
-    LC_TOKENIZER_INPUT = [TOKENIZER]
-else:
-    LC_PROOFPILE = LONGCTX.get("proofpile", "")
-    LC_RULER_SOURCES = " ".join(
-        f"--{key} {LONGCTX[key]}" for key in ("essays", "squad", "hotpotqa") if LONGCTX.get(key)
-    )
-    LC_TOKENIZER_INPUT = []
+# Long context: YaRN extension (s = 16, 400 steps at paper scale), Proof-pile PPL and RULER.
+# Settings and their defaults come from shapelm.longctx.plan (longctx_settings; check_longctx
+# reports missing inputs and impossible lengths at plan time). Inputs are local paths or
+# hf:OWNER/NAME[/DIR] dataset repos in the local HF cache (docs/LONG_CONTEXT.md "Inputs");
+# without them the tiny default substitutes its own corpus.
+import shlex
+
+from shapelm.longctx import plan as lcplan
+
+LC = lcplan.longctx_settings(EXP)
+LC_LENGTHS = ",".join(str(x) for x in LC["lengths"])
+LC_TASKS = ",".join(LC["ruler_tasks"])
+LC_RUN = {run: lcplan.run_lengths(EXP, run) for run in RUNS}
+# The finetune job: `longctx.resources` (default the run's pretraining shape), one process per
+# GPU started by `shapelm launch` (srun), FSDP across them.
+LC_JOBS = {run: wf.stage_job(EXP, run, "yarn_finetune") for run in RUNS}
+_LC_KEYS = {"gres": "", "mpi": "", "tasks_per_node": 0, "slurm_extra": ""}
+LC_TOKENIZER_INPUT = [TOKENIZER] if DEFAULT_SOURCE else []
+_VAL = f"{WORK}/data/corpus/val"
+LC_PROOFPILE = LC.get("proofpile") or (f"{_VAL}/default_sci" if DEFAULT_SOURCE else "")
+
+
+def _lc_resource(key):
+    return lambda w: LC_JOBS[w.run]["resources"].get(key, _LC_KEYS.get(key))
+
+
+def _lc_stop_margin(run):
+    """Seconds kept for the last checkpoint: the job's --signal=USR1@LEAD lead, as training's."""
+    return LC_JOBS[run]["signal_lead_s"] or 60
+
+
+def _ruler_sources():
+    """--essays/--squad/--hotpotqa/--words as configured; the default corpus for missing ones."""
+    args = [f"--{key} {shlex.quote(str(LC[key]))}" for key in ("essays", "squad", "hotpotqa", "words") if LC.get(key)]
+    if DEFAULT_SOURCE and not LC.get("essays"):
+        args.append(f"--essays {_VAL}/default_wiki")
+    if DEFAULT_SOURCE and not (LC.get("squad") and LC.get("hotpotqa")):
+        args.append(f"--qa-text {_VAL}/default_web")
+    return " ".join(args)
+
+
+def _pg19_segments(run):
+    return f"{WORK}/data/yarn_pg19/seq{LC_RUN[run]['seq_len']}/manifest.json"
+
+
+def finetune_data(run):
+    """PG19 cut into the run's segments, or (no `longctx.pg19`: the tiny default) its training data."""
+    return _pg19_segments(run) if LC.get("pg19") else train_data(run)
+
+
+if LC.get("pg19"):
+
+    rule yarn_data:
+        """PG19's train split tokenized with the model's tokenizer and cut into {seq_len}-token
+        segments, once per experiment: the steps x batch segments the finetune visits."""
+        input:
+            tokenizer=LC_TOKENIZER_INPUT,
+        output:
+            f"{WORK}/data/yarn_pg19/seq{{seq_len}}/manifest.json",
+        wildcard_constraints:
+            seq_len=r"\d+",
+        params:
+            source=shlex.quote(str(LC["pg19"])),
+            max_segments=int(LC["finetune_steps"]) * int(LC["finetune_batch"]),
+        log:
+            f"{LOGS}/data/yarn_pg19_seq{{seq_len}}.log",
+        threads: 8
+        resources:
+            cpus_per_task=8,  # encode_batch tokenizes on every CPU of the job
+            mem_mb=16000,
+            runtime=240,
+        shell:
+            "shapelm longctx prepare --source {params.source} --tokenizer {TOKENIZER} "
+            "--seq-len {wildcards.seq_len} --max-segments {params.max_segments} "
+            "--out $(dirname {output}) > {log} 2>&1"
 
 
 rule yarn_finetune:
+    """YaRN finetune, sharded over its job's GPUs; resumes from RUN/yarn/checkpoints (not a
+    declared output) and checkpoints before the job's time limit (exit 138: resubmitted)."""
     input:
         model=lambda w: model_file(w.run),
-        data=lambda w: train_data(w.run),
+        data=lambda w: finetune_data(w.run),
     output:
         f"{WORK}/runs/{{run}}/yarn/final/model.safetensors",
     params:
+        launch=lambda w: LC_JOBS[w.run]["launch"],
         model_dir=lambda w: f"{run_dir(w.run)}/final",
         out=lambda w: f"{run_dir(w.run)}/yarn",
-        data=LONGCTX.get("pg19", ""),
-        seq_len=LONGCTX.get("seq_len", LC_FACTOR * LC_ORIGINAL),
-        steps=LONGCTX.get("finetune_steps", 400),
-        batch=LONGCTX.get("finetune_batch", 64),
-        tokenizer=f"--tokenizer {TOKENIZER}" if TOKENIZER else "",
+        factor=LC["factor"],
+        original=lambda w: LC_RUN[w.run]["original"],
+        seq_len=lambda w: LC_RUN[w.run]["seq_len"],
+        steps=LC["finetune_steps"],
+        batch=LC["finetune_batch"],
+        micro_batch=LC["micro_batch"],
+        checkpoint_every=LC["checkpoint_every"],
+        margin=lambda w: _lc_stop_margin(w.run),
     log:
         f"{LOGS}/runs/{{run}}/yarn_finetune.log",
+    threads: 1
     resources:
-        gres="gpu:8" if not DEFAULT_SOURCE else "",
-        runtime=24 * 60,
+        runtime=_lc_resource("runtime"),
+        mem_mb=_lc_resource("mem_mb"),
+        cpus_per_task=_lc_resource("cpus_per_task"),
+        nodes=_lc_resource("nodes"),
+        gres=_lc_resource("gres"),
+        mpi=_lc_resource("mpi"),
+        tasks_per_node=_lc_resource("tasks_per_node"),
+        slurm_extra=_lc_resource("slurm_extra"),
     shell:
-        "shapelm longctx finetune --model {params.model_dir} "
-        "--data $( [ -n '{params.data}' ] && echo '{params.data}' || dirname {input.data} ) "
-        "{params.tokenizer} --out {params.out} --factor {LC_FACTOR} --original {LC_ORIGINAL} "
-        "--seq-len {params.seq_len} --steps {params.steps} --batch {params.batch} > {log} 2>&1"
+        "{params.launch} longctx finetune --model {params.model_dir} --data $(dirname {input.data}) "
+        "--out {params.out} --factor {params.factor} --original {params.original} "
+        "--seq-len {params.seq_len} --steps {params.steps} --batch {params.batch} "
+        "--micro-batch {params.micro_batch} --checkpoint-every {params.checkpoint_every} "
+        "--time-limit {resources.runtime} --stop-margin {params.margin} > {log} 2>&1"
 
 
 rule proofpile:
@@ -50,33 +123,34 @@ rule proofpile:
         f"{RESULTS}/runs/{{run}}/proofpile.json",
     params:
         model_dir=lambda w: f"{run_dir(w.run)}/yarn/final",
-        min_tokens=LONGCTX.get("proofpile_min_tokens", 131072),
-        num_docs=LONGCTX.get("proofpile_num_docs", 10),
+        docs=shlex.quote(str(LC_PROOFPILE)),
+        min_tokens=LC["proofpile_min_tokens"],
+        num_docs=LC["proofpile_num_docs"],
         tokenizer=f"--tokenizer {TOKENIZER}" if TOKENIZER else "",
     log:
         f"{LOGS}/runs/{{run}}/proofpile.log",
     resources:
-        gres="gpu:1" if not DEFAULT_SOURCE else "",
-        runtime=240,
+        **stage_resources("proofpile"),
     shell:
         "shapelm longctx proofpile --model {params.model_dir} --run {wildcards.run} "
-        "--docs {LC_PROOFPILE} {params.tokenizer} --lengths {LC_LENGTHS} "
+        "--docs {params.docs} --split test {params.tokenizer} --lengths {LC_LENGTHS} "
         "--min-tokens {params.min_tokens} --num-docs {params.num_docs} --out {output} > {log} 2>&1"
 
 
 rule ruler_data:
-    """RULER's 13 tasks at each length, generated offline (seed 42) with the model's tokenizer."""
+    """RULER's tasks at each length, generated offline (seed 42) with the model's tokenizer."""
     input:
         tokenizer=LC_TOKENIZER_INPUT,
     output:
         directory(f"{WORK}/data/ruler"),
     params:
-        samples=LONGCTX.get("ruler_samples", 500),
+        samples=LC["ruler_samples"],
+        sources=_ruler_sources(),
     log:
         f"{LOGS}/data/ruler_data.log",
     shell:
         "shapelm longctx ruler-generate --tokenizer {TOKENIZER} --lengths {LC_LENGTHS} "
-        "--samples {params.samples} {LC_RULER_SOURCES} --out {output} > {log} 2>&1"
+        "--tasks {LC_TASKS} --samples {params.samples} {params.sources} --out {output} > {log} 2>&1"
 
 
 rule ruler:
@@ -90,8 +164,7 @@ rule ruler:
     log:
         f"{LOGS}/runs/{{run}}/ruler.log",
     resources:
-        gres="gpu:1" if not DEFAULT_SOURCE else "",
-        runtime=24 * 60,
+        **stage_resources("ruler"),
     shell:
         "shapelm longctx ruler --model {params.model_dir} --tokenizer {TOKENIZER} "
         "--data {input.data} --out {output} > {log} 2>&1"

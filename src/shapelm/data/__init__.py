@@ -4,6 +4,11 @@ See docs/DATA.md. Public entry points::
 
     from shapelm.data import TokenStore, write_token_dir, slice_olmo, fetch_validation
     from shapelm.data import load_tokenizer, train_bpe, build_default_corpus, load_olmo_config
+    from shapelm.data import check_data
+
+Also: ``shapelm.data.retokenize`` (re-encoding a token dir with another tokenizer, same order),
+``shapelm.data.plan`` (per-scale data decisions, plan-time checks) and ``shapelm.data.rehearsal``
+(CPU-sized inputs in the real formats, a Range-capable server).
 """
 
 from shapelm.data.tokens import TokenStore, read_manifest, write_token_dir
@@ -25,6 +30,10 @@ def __getattr__(name):  # lazy: these pull in tokenizers / yaml
         from shapelm.data import tokenizer
 
         return getattr(tokenizer, name)
+    if name == "check_data":
+        from shapelm.data.plan import check_data
+
+        return check_data
     if name in ("build_default_corpus", "default_documents"):
         from shapelm.data import corpus
 
@@ -49,4 +58,5 @@ __all__ = [
     "train_bpe",
     "build_default_corpus",
     "default_documents",
+    "check_data",
 ]

@@ -8,27 +8,44 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+
+
+def source_ids(spec: str | None, cfg: dict) -> tuple[int, int]:
+    """(vocab_size, eos_id) of the source data: from the tokenizer ``spec`` names when its files
+    are found locally (a rehearsal's dolma2 stand-in has its own), else the shipped config's
+    dolma2 values (the same numbers the real tokenizer files give)."""
+    import sys
+
+    from shapelm.data.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_eos_id, vocab_size_of
+    from shapelm.errors import DataError
+
+    if spec:
+        try:
+            f = resolve_tokenizer_file(spec)
+        except DataError:
+            print(f"tokenizer {spec} not found locally: vocab {cfg['vocab_size']}, EOS "
+                  f"{cfg['eos_id']} (olmo2_stage1.yaml)", file=sys.stderr)
+        else:
+            tok = load_tokenizer(f)
+            return vocab_size_of(tok), tokenizer_eos_id(tok, f)
+    return int(cfg["vocab_size"]), int(cfg["eos_id"])
 
 
 def _slice(args) -> int:
     from shapelm.data.olmo_order import slice_olmo
-    from shapelm.data.validation import load_olmo_config, olmo_paths
+    from shapelm.data.validation import load_olmo_config, olmo_paths, read_path_list
 
     cfg = load_olmo_config()
-    if args.paths:
-        lines = Path(args.paths).read_text().splitlines()
-        paths = [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
-    else:
-        paths = olmo_paths(args.root)
+    paths = read_path_list(args.paths, args.root) if args.paths else olmo_paths(args.root)
+    vocab_size, eos_id = source_ids(args.tokenizer, cfg)
     m = slice_olmo(
         paths,
         args.tokens,
         args.out_dir,
         seed=cfg["seed"] if args.seed is None else args.seed,
         seq_len_out=args.seq_len_out,
-        vocab_size=cfg["vocab_size"],
-        eos_id=cfg["eos_id"],
+        vocab_size=vocab_size,
+        eos_id=eos_id,
         cache_dir=args.cache_dir,
         part_instances=args.part_instances,
         workers=args.workers,
@@ -38,10 +55,33 @@ def _slice(args) -> int:
     return 0
 
 
-def _validation(args) -> int:
-    from shapelm.data.validation import fetch_validation
+def _retokenize(args) -> int:
+    from shapelm.data.olmo_order import parse_tokens
+    from shapelm.data.retokenize import retokenize
 
-    out = fetch_validation(args.sets, args.root, args.out_dir, overwrite=args.overwrite)
+    m = retokenize(
+        args.source_dir,
+        args.out_dir,
+        args.source_tokenizer,
+        args.tokenizer,
+        n_tokens=None if args.tokens is None else parse_tokens(args.tokens),
+        seq_len=args.seq_len,
+        context=args.context or "",
+        hint=args.hint or "",
+        progress=not args.quiet,
+    )
+    used = m["source"]["tokens_used"]
+    print(f"{args.out_dir}: {m['n_tokens']:,} tokens of {m['tokenizer']} (vocab {m['vocab_size']}) "
+          f"from {used:,} source tokens")
+    return 0
+
+
+def _validation(args) -> int:
+    from shapelm.data.validation import fetch_validation, load_olmo_config
+
+    vocab_size, eos_id = source_ids(args.tokenizer, load_olmo_config())
+    out = fetch_validation(args.sets, args.root, args.out_dir, overwrite=args.overwrite,
+                           vocab_size=vocab_size, eos_id=eos_id)
     for name, d in out.items():
         print(f"{name}: {d}")
     return 0
@@ -77,15 +117,16 @@ def _inspect(args) -> int:
 
 
 def add_data_commands(subparsers) -> argparse.ArgumentParser:
-    """Register ``data`` with subcommands slice, validation, default-corpus, inspect."""
+    """Register ``data`` with subcommands slice, retokenize, validation, default-corpus, inspect."""
     p = subparsers.add_parser("data", help="token files: OLMo slices, validation sets, corpus")
     sub = p.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
 
     s = sub.add_parser("slice", help="write the first N tokens of OLMo-2 stage 1 in training order")
     s.add_argument("out_dir")
     s.add_argument("--tokens", required=True, help="token count: 2.5B, 7B, 18B, 60B, 160B, ...")
-    s.add_argument("--paths", help="file with one source (path or URL) a line (default: shipped list)")
-    s.add_argument("--root", help="local dir / URL prefix replacing http://olmo-data.org")
+    s.add_argument("--paths", help="file or URL with one source (path or URL) a line (default: shipped list)")
+    s.add_argument("--root", help="local dir / URL prefix replacing http://olmo-data.org (also in --paths)")
+    s.add_argument("--tokenizer", help="tokenizer of the sources: vocab and EOS from its files if found locally")
     s.add_argument("--seed", type=int, default=None, help="default: 6198 (the config's)")
     s.add_argument("--seq-len-out", type=int, default=4096, help="window the run uses (2048: split each instance)")
     s.add_argument("--cache-dir", help="size/order cache (default $SHAPELM_CACHE_DIR or ~/.cache/shapelm)")
@@ -94,10 +135,23 @@ def add_data_commands(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_slice)
 
+    r = sub.add_parser("retokenize", help="re-encode a token dir with another tokenizer, same order")
+    r.add_argument("source_dir", help="token dir (an OLMo slice or a validation set)")
+    r.add_argument("out_dir")
+    r.add_argument("--source-tokenizer", required=True, help="tokenizer of the source ids (its EOS splits documents)")
+    r.add_argument("--tokenizer", required=True, help="target tokenizer (file, dir or HF repo id in the local cache)")
+    r.add_argument("--tokens", help="stop after ceil(N / seq-len) windows (default: the whole source)")
+    r.add_argument("--seq-len", type=int, help="window length (default: the source manifest's)")
+    r.add_argument("--context", help="what this is, for errors (e.g. 'scales.tapered440M')")
+    r.add_argument("--hint", help="how to fix a too-short source, appended to that error")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(func=_retokenize)
+
     v = sub.add_parser("validation", help="convert OLMo v3-small perplexity sets to token dirs")
     v.add_argument("out_dir")
     v.add_argument("--sets", default="paper", help="'paper' (the four), 'all', or a comma list")
     v.add_argument("--root", help="local dir / URL prefix with <set>/val/part-0-00000.npy")
+    v.add_argument("--tokenizer", help="tokenizer of the sets: vocab and EOS from its files if found locally")
     v.add_argument("--overwrite", action="store_true")
     v.set_defaults(func=_validation)
 

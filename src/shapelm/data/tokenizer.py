@@ -13,17 +13,33 @@
 
 :func:`train_bpe` trains a byte-level BPE with HF ``tokenizers`` (deterministic; special token
 ``<|endoftext|>`` is id 0 and serves as EOS).
+
+:func:`tokenizer_eos_id` finds a tokenizer's EOS the way its HF repo declares it
+(``tokenizer_config.json`` beside the file), so stand-ins and real tokenizers need no hard-coded
+ids; :data:`KNOWN_VOCAB_SIZES` lets plan-time checks know a vocabulary without the file.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from shapelm.errors import DataError
 
 EOS_TOKEN = "<|endoftext|>"
+#: EOS spellings tried, in order, when no tokenizer_config.json names one
+EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>")
+#: ids (with added tokens) of the tokenizers the configs name; the file's own size wins if present
+KNOWN_VOCAB_SIZES = {
+    "allenai/dolma2-tokenizer": 100278,  # OLMo-2; EOS 100257, pad 100277
+    "allenai/gpt-neox-olmo-dolma-v1_5": 50280,  # OLMo-1 / LWS; EOS 50279, padded to 50304
+    "meta-llama/Llama-2-7b-hf": 32000,  # Llama 2 (Tapered's 32K); EOS </s> = 2
+    "mistralai/Mistral-7B-v0.1": 32000,
+    "meta-llama/Meta-Llama-3-8B": 128256,  # what Tapered's text names, but 128K, not 32K
+    "gpt2": 50257,
+}
 
 
 def _hf_cache_dirs() -> list[Path]:
@@ -94,16 +110,25 @@ def load_tokenizer(spec: str | os.PathLike, cache_dir: str | os.PathLike | None 
         raise DataError(f"{f}: not a valid tokenizers JSON file ({e})") from e
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, out_path: str | os.PathLike | None = None):
+def train_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    out_path: str | os.PathLike | None = None,
+    *,
+    special_tokens: Sequence[str] = (EOS_TOKEN,),
+    added_tokens: Sequence[str] = (),
+):
     """Train a byte-level BPE on ``texts`` and return it (saved to ``out_path`` if given).
 
     Byte-level pre-tokenization (GPT-2 regex, no prefix space), every byte in the initial
-    alphabet (so any text encodes), special token ``<|endoftext|>`` = id 0. Training is
+    alphabet (so any text encodes), ``special_tokens`` first (default ``<|endoftext|>`` = id 0).
+    ``added_tokens`` are special tokens appended after the learned vocabulary (ids
+    ``vocab_size, vocab_size + 1, ...``), where dolma2 and GPT-NeoX keep their EOS. Training is
     deterministic for the same texts and vocab size.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    if vocab_size < 256 + 1 + 1:
+    if vocab_size < 256 + len(special_tokens) + 1:
         raise DataError(f"vocab_size {vocab_size} too small for a byte-level BPE (>= 258)")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -111,11 +136,13 @@ def train_bpe(texts: Iterable[str], vocab_size: int, out_path: str | os.PathLike
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=[EOS_TOKEN],
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    if added_tokens:
+        tok.add_special_tokens(list(added_tokens))
     if out_path is not None:
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(out_path).with_suffix(".tmp")
@@ -130,3 +157,45 @@ def eos_id_of(tok) -> int:
     if i is None:
         raise DataError(f"tokenizer has no {EOS_TOKEN} token")
     return int(i)
+
+
+def tokenizer_eos_id(tok, tokenizer_file: str | os.PathLike | None = None) -> int:
+    """The EOS id of ``tok``: the ``eos_token`` of the ``tokenizer_config.json`` beside
+    ``tokenizer_file`` (as HF repos ship it), else the first of :data:`EOS_CANDIDATES` present."""
+    names = list(EOS_CANDIDATES)
+    if tokenizer_file is not None:
+        cfg = Path(tokenizer_file).with_name("tokenizer_config.json")
+        if cfg.is_file():
+            try:
+                eos = json.loads(cfg.read_text()).get("eos_token")
+            except json.JSONDecodeError as e:
+                raise DataError(f"{cfg}: invalid JSON ({e})") from e
+            if isinstance(eos, dict):  # older repos store an AddedToken dict
+                eos = eos.get("content")
+            if eos:
+                i = tok.token_to_id(eos)
+                if i is None:
+                    raise DataError(f"{cfg}: eos_token {eos!r} is not in {tokenizer_file}")
+                return int(i)
+    for name in names:
+        i = tok.token_to_id(name)
+        if i is not None:
+            return int(i)
+    where = tokenizer_file or "tokenizer"
+    raise DataError(f"{where}: no EOS token (none of {names}, no tokenizer_config.json eos_token)")
+
+
+def vocab_size_of(tok) -> int:
+    """Number of ids, added (special) tokens included: what a model's embedding must hold."""
+    return int(tok.get_vocab_size(with_added_tokens=True))
+
+
+def local_vocab_size(spec: str) -> int | None:
+    """Vocabulary of ``spec`` if its tokenizer.json is found locally (never downloads), else None."""
+    if str(spec) == "default" or str(spec).startswith("default:"):
+        return None
+    try:
+        f = resolve_tokenizer_file(spec)
+    except DataError:
+        return None
+    return vocab_size_of(load_tokenizer(f))

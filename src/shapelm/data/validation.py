@@ -51,6 +51,33 @@ def olmo_paths(root: str | None = None) -> list[str]:
     return paths
 
 
+def read_path_list(list_path: str, root: str | None = None) -> list[str]:
+    """Sources of a path list (a local file or URL; one path/URL a line, ``#`` comments).
+
+    With ``root``, the prefix ``http://olmo-data.org`` of each line is replaced by it (as for the
+    shipped list) and a relative line is taken relative to it.
+    """
+    if is_url(list_path):
+        text = b"".join(stream_source(list_path)).decode()
+    else:
+        try:
+            text = Path(list_path).read_text()
+        except FileNotFoundError:
+            raise DataError(f"{list_path}: path list not found (--paths / data.olmo.paths)") from None
+    lines = [s.strip() for s in text.splitlines() if s.strip() and not s.lstrip().startswith("#")]
+    if not root:
+        return lines
+    base, root = "http://olmo-data.org", str(root).rstrip("/")
+    out = []
+    for line in lines:
+        if line.startswith(base):
+            line = root + line[len(base) :]
+        elif not is_url(line) and not line.startswith("/"):
+            line = f"{root}/{line}"
+        out.append(line)
+    return out
+
+
 def resolve_sets(sets: str | Sequence[str] | None) -> list[str]:
     """``None``/"paper" -> the paper's four; "all" -> all eleven; "a,b" or a list -> those."""
     known = list(_load_config()["validation"]["sets"])

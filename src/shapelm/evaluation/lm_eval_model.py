@@ -134,8 +134,10 @@ class ShapelmLM(TemplateLM):
                 if not cont:
                     raise EvalError(f"empty continuation in request {requests[i][0]!r}")
                 inp = (ctx + cont)[-(self.max_length + 1) :][:-1]
+                # A continuation longer than the window: score the part the window predicts
+                # (its first token would need a context position the window does not hold).
                 inps.append(inp)
-                conts.append(cont)
+                conts.append(cont[-len(inp):] if len(cont) > len(inp) else cont)
             width = max(len(x) for x in inps)
             batch = torch.full((len(inps), width), self.eot_token_id, dtype=torch.long)
             for r, inp in enumerate(inps):

@@ -69,11 +69,13 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
 class TextTokenizer:
     """One interface over a ``tokenizers.Tokenizer`` file and a transformers tokenizer dir."""
 
-    def __init__(self, spec: str | os.PathLike, hf=None, fast=None) -> None:
+    def __init__(self, spec: str | os.PathLike, hf=None, fast=None, eos_id: int | None = None) -> None:
         self.spec = str(spec)
         self._hf = hf
         self._fast = fast
-        if self._fast is not None:
+        if eos_id is not None:
+            eos = eos_id
+        elif self._fast is not None:
             eos = self._fast.token_to_id(EOS_TOKEN)
         else:
             eos = self._hf.eos_token_id
@@ -94,9 +96,12 @@ class TextTokenizer:
             except Exception as err:  # transformers raises many kinds
                 raise EvalError(f"tokenizer {p}: cannot load with transformers ({err})") from err
         try:
-            from shapelm.data.tokenizer import load_tokenizer
+            from shapelm.data.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_eos_id
 
-            return cls(spec, fast=load_tokenizer(spec))
+            fast = load_tokenizer(spec)
+            # The repo's own EOS (tokenizer_config.json), e.g. Llama's </s>, not only <|endoftext|>.
+            file = None if str(spec).startswith("default") else resolve_tokenizer_file(spec)
+            return cls(spec, fast=fast, eos_id=tokenizer_eos_id(fast, file))
         except ImportError:  # the data stage is not installed: accept a plain file/dir
             pass
         except ShapelmError as err:

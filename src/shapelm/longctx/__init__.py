@@ -1,12 +1,16 @@
 """Long-context extension and evaluation (seed 000 section 4.6; PROTOCOLS.md section 9).
 
 * :mod:`~shapelm.longctx.finetune`: YaRN context-extension finetuning (Peng et al. recipe),
-  resumable, vocabulary-chunked loss, per-block activation checkpointing.
+  FSDP over one process per GPU, resumable, preemptible, vocabulary-chunked loss, per-block
+  activation checkpointing.
 * :mod:`~shapelm.longctx.proofpile`: Proof-pile perplexity at several lengths, one window per
   document, PPL = exp(mean over documents of the per-document mean NLL).
 * :mod:`~shapelm.longctx.ruler`: offline generator and scorer for RULER's 13 synthetic tasks.
 * :mod:`~shapelm.longctx.generate`: greedy decoding with a KV cache.
 * :mod:`~shapelm.longctx.report`: the long-context table and figure.
+* :mod:`~shapelm.longctx.inputs`: PG19 / Proof-pile / RULER inputs as local paths or dataset
+  repos in the local HF cache; :mod:`~shapelm.longctx.plan`: settings and ``check_longctx``;
+  :mod:`~shapelm.longctx.rehearsal`: small inputs in the real formats.
 
 See docs/LONG_CONTEXT.md.
 """

@@ -1,7 +1,9 @@
 """Atomic, resumable training state for the YaRN finetune (``DIR/checkpoints/step-XXXXXXXX/``).
 
-Each checkpoint directory holds ``state.pt`` (model and optimizer state dicts, step, RNG states,
-the run config as JSON) and is complete once it has its final name: it is written under a
+Each checkpoint directory holds ``state.pt`` (the full model state dict, the optimizer state
+keyed by parameter name as ``torch.distributed.checkpoint``'s full format -- the same as
+pretraining's, so 1-process and FSDP checkpoints interchange --, step, rank 0's RNG states, the
+run config as JSON) and is complete once it has its final name: it is written under a
 temporary name in the same folder and renamed with ``os.replace``. Loading uses
 ``torch.load(weights_only=True)``.
 """
@@ -80,12 +82,15 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 def save_checkpoint(
     run_dir: str | os.PathLike,
     step: int,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    model_state: dict[str, torch.Tensor],
+    optimizer_state: dict[str, Any],
     config: dict[str, Any],
     keep: int = 2,
 ) -> Path:
-    """Write step ``step`` atomically and keep only the newest ``keep`` checkpoints."""
+    """Write step ``step`` atomically and keep only the newest ``keep`` checkpoints.
+
+    ``model_state`` / ``optimizer_state``: full CPU state dicts (``shapelm.train.loop.
+    full_model_state`` / ``full_optimizer_state``)."""
     final = checkpoint_dir(run_dir, step)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
@@ -93,8 +98,8 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     state = {
-        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "optimizer": optimizer.state_dict(),
+        "model": {k: v.detach().cpu() for k, v in model_state.items()},
+        "optimizer": optimizer_state,
         "step": int(step),
         "rng": rng_state(),
         "config": json.dumps(config, sort_keys=True),
@@ -117,7 +122,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if not f.is_file():
         raise DataError(f"{f}: no training state")
     try:
-        state = torch.load(f, map_location="cpu", weights_only=True)
+        # mmap: an 8B state (~100 GB) is paged in as rank 0 broadcasts it, not read up front
+        state = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:  # a truncated or foreign file
         raise DataError(f"{f}: cannot be loaded ({e})") from e
     state["config"] = json.loads(state["config"])

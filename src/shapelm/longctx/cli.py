@@ -1,4 +1,9 @@
-"""`shapelm longctx finetune | proofpile | ruler-generate | ruler | report`."""
+"""`shapelm longctx prepare | finetune | proofpile | ruler-generate | ruler | report`.
+
+Exit status of `finetune`: 0 done (or already done); 2 a user error; 138 / 143 after writing a
+checkpoint when stopped by SIGUSR1 / SIGTERM, and 138 when --time-limit is about to run out
+(pretraining's contract: rerun the same command to resume).
+"""
 
 from __future__ import annotations
 
@@ -32,10 +37,22 @@ def _tokenizer(spec):
     return load_tokenizer(spec)
 
 
-def _eos(tok):
-    from shapelm.data.tokenizer import EOS_TOKEN
+def _eos(tok, spec=None):
+    """The tokenizer's EOS id: its tokenizer_config.json's eos_token when ``spec`` names a file
+    or cached repo (Llama's </s>), else the usual names (<|endoftext|>, ...); None without one."""
+    from shapelm.data.tokenizer import resolve_tokenizer_file, tokenizer_eos_id
+    from shapelm.errors import DataError
 
-    return tok.token_to_id(EOS_TOKEN) if tok is not None else None
+    if tok is None:
+        return None
+    try:
+        path = resolve_tokenizer_file(spec) if spec and not str(spec).startswith("default") else None
+    except DataError:
+        path = None
+    try:
+        return tokenizer_eos_id(tok, path)
+    except DataError:
+        return None
 
 
 def load_model_for_eval(path, device: str = "auto", dtype: str = "auto", factor=None, original=None):
@@ -94,8 +111,20 @@ def cmd_finetune(args) -> int:
         seed=args.seed, loss_chunk_tokens=args.loss_chunk_tokens, checkpoint_every=args.checkpoint_every,
         device=args.device, activation_checkpointing=not args.no_activation_checkpointing,
     )
-    out = yarn_finetune(args.model, args.data, args.out, cfg, tokenizer=_tokenizer(args.tokenizer),
-                        max_steps_this_call=args.max_steps_this_call)
+    result = yarn_finetune(args.model, args.data, args.out, cfg, tokenizer=_tokenizer(args.tokenizer),
+                           split=args.split or None, max_steps_this_call=args.max_steps_this_call,
+                           time_limit_min=args.time_limit, stop_margin_s=args.stop_margin)
+    if os.environ.get("RANK", "0") == "0":  # set by torchrun, or from SLURM_PROCID under srun
+        print(f"{result.status} at step {result.step}/{result.steps}: {result.path}")
+    return result.exit_code
+
+
+def cmd_prepare(args) -> int:
+    from shapelm.longctx.finetune import prepare_segments
+
+    tok = _tokenizer(args.tokenizer)
+    out = prepare_segments(args.source, tok, args.seq_len, args.out, _eos(tok, args.tokenizer),
+                           split=args.split or None, max_segments=args.max_segments)
     print(out)
     return 0
 
@@ -105,7 +134,8 @@ def cmd_proofpile(args) -> int:
     from shapelm.longctx.sources import load_documents
 
     tok = _tokenizer(args.tokenizer)
-    docs = load_documents(args.docs, tok, min_tokens=args.min_tokens, num_docs=args.num_docs, text_key=args.text_key)
+    docs = load_documents(args.docs, tok, min_tokens=args.min_tokens, num_docs=args.num_docs, text_key=args.text_key,
+                          split=args.split or None)
     model = load_model_for_eval(args.model, args.device, args.dtype, args.factor, args.original)
     res = proofpile_perplexity(model, docs, args.lengths, loss_chunk_tokens=args.loss_chunk_tokens)
     res.update(kind="proofpile", run=_run_name(args), model=str(args.model), docs=str(args.docs),
@@ -134,7 +164,7 @@ def cmd_ruler(args) -> int:
     tok = _tokenizer(args.tokenizer)
     model = load_model_for_eval(args.model, args.device, args.dtype, args.factor, args.original)
     res = evaluate_ruler(model, tok, args.data, lengths=args.lengths, tasks=args.tasks, pred_dir=args.pred_dir,
-                         max_samples=args.max_samples, eos_id=_eos(tok), prefill_chunk=args.prefill_chunk)
+                         max_samples=args.max_samples, eos_id=_eos(tok, args.tokenizer), prefill_chunk=args.prefill_chunk)
     res.update(kind="ruler", run=_run_name(args), model=str(args.model), rope_scaling=model.config.rope_scaling)
     _write_json(args.out, res)
     for L, s in res["scores"].items():
@@ -157,11 +187,26 @@ def add_commands(subparsers) -> None:
     top = subparsers.add_parser("longctx", help="YaRN context extension, Proof-pile PPL, RULER")
     sub = top.add_subparsers(dest="longctx_command", metavar="SUBCOMMAND", required=True)
 
-    p = sub.add_parser("finetune", help="YaRN finetune (Peng et al. recipe), resumable")
+    p = sub.add_parser("prepare", help="tokenize a text source (PG19) into finetune segments")
+    p.add_argument("--source", required=True, help="PG19: hf:emozilla/pg19/data, a dir of .txt/.parquet/.jsonl, ...")
+    p.add_argument("--split", default="train", help="split to read when the source holds several ('' for all)")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--seq-len", type=int, default=65_536)
+    p.add_argument("--max-segments", type=int, default=None, help="stop after this many (steps x batch)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("finetune", help="YaRN finetune (Peng et al. recipe), resumable, FSDP over srun/torchrun ranks")
     p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True, help="token dir, or text source (dir of .txt, .jsonl) with --tokenizer")
+    p.add_argument("--data", required=True,
+                   help="token dir, or text source (dir of .txt/.parquet/.jsonl, hf:OWNER/NAME) with --tokenizer")
+    p.add_argument("--split", default="train", help="split of a text source holding several ('' for all)")
     p.add_argument("--out", required=True)
     p.add_argument("--tokenizer", default=None, help="model tokenizer spec (needed for text sources)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="MIN",
+                   help="this job's wall-clock limit: checkpoint and exit 138 before it runs out")
+    p.add_argument("--stop-margin", type=float, default=120.0, metavar="S",
+                   help="seconds kept free before --time-limit for the checkpoint (default 120)")
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--batch", type=int, default=64, help="global batch (segments)")
@@ -182,7 +227,9 @@ def add_commands(subparsers) -> None:
 
     p = sub.add_parser("proofpile", help="perplexity of long documents at several lengths")
     _model_args(p)
-    p.add_argument("--docs", required=True, help="token dir, .jsonl, .json, .txt or dir of .txt")
+    p.add_argument("--docs", required=True,
+                   help="token dir, .jsonl(.gz), .parquet, .json, .txt, a dir of them, or hf:OWNER/NAME[/DIR]")
+    p.add_argument("--split", default="test", help="split to read when the source holds several ('' for all)")
     p.add_argument("--tokenizer", default=None, help="needed for text sources")
     p.add_argument("--lengths", type=_ints, default=[4096, 8192, 16384, 32768, 65536])
     p.add_argument("--min-tokens", type=int, default=131_072)
@@ -198,8 +245,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--samples", type=int, default=500)
     p.add_argument("--tasks", type=_names, default=None, help="comma-separated (default: all 13)")
     p.add_argument("--essays", default=None, help="PaulGrahamEssays.json, .txt, dir of .txt or token dir")
-    p.add_argument("--squad", default=None, help="SQuAD v2 dev JSON")
-    p.add_argument("--hotpotqa", default=None, help="HotpotQA dev distractor JSON")
+    p.add_argument("--squad", default=None, help="SQuAD v2 dev JSON, or its HF rows (hf:rajpurkar/squad_v2/squad_v2)")
+    p.add_argument("--hotpotqa", default=None,
+                   help="HotpotQA dev distractor JSON, or its HF rows (hf:hotpotqa/hotpot_qa/distractor)")
     p.add_argument("--qa-text", default=None, help="text source for substitute QA when --squad/--hotpotqa are absent")
     p.add_argument("--words", default=None, help="extra word list (one per line, or english_words.json)")
     p.add_argument("--seed", type=int, default=42)

@@ -13,20 +13,30 @@ DeepSpeed's schedulers do.
 
 Memory: each block runs under activation checkpointing and the loss is computed in vocabulary
 chunks (``loss_chunk_tokens``), so a 65,536-token segment never materialises [tokens, vocab]
-logits. Micro-batches accumulate to the global batch. Single process (no FSDP).
+logits. Micro-batches accumulate to the global batch.
+
+Processes: one per GPU (``srun`` / ``torchrun``, see :mod:`shapelm.train.distributed`); with more
+than one the model is sharded with FSDP2 exactly as pretraining's ``distributed: fsdp`` does (the
+same helpers of :mod:`shapelm.train.loop`): fp32 weights, gradients and AdamW state are split
+over the ranks (an 8B model's ~130 GB fit no single GPU). Rank ``r`` of ``W`` takes the
+contiguous share ``[r B/W, (r+1) B/W)`` of each step's ``B`` segments, so any world size makes
+the same update. SIGTERM / SIGUSR1, or ``time_limit_min`` running out, stop every rank at the
+same step boundary with a checkpoint and exit code 128 + signal (143 / 138), as pretraining.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -34,7 +44,7 @@ from torch.utils.checkpoint import checkpoint
 
 from shapelm.errors import ConfigError, DataError
 from shapelm.longctx.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
-from shapelm.longctx.yarn import apply_yarn, yarn_scaling
+from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +142,16 @@ class SegmentData:
 
 
 def prepare_segments(
-    source: str | os.PathLike, tokenizer, seq_len: int, out_dir: str | os.PathLike, eos_id: int | None
+    source: str | os.PathLike, tokenizer, seq_len: int, out_dir: str | os.PathLike, eos_id: int | None,
+    *, split: str | None = "train", max_segments: int | None = None, segments_per_file: int = 1024,
 ) -> Path:
-    """Tokenize a text source (dir of .txt, .jsonl, ...) into a token dir of ``seq_len`` segments."""
+    """Tokenize a text source (PG19 ...) into a token dir of ``seq_len`` segments.
+
+    Documents are tokenized in order, each followed by EOS, concatenated and cut; tokenizing
+    stops after ``max_segments`` (the finetune needs steps x batch of them: 25,600 at paper
+    scale, most of the ~2B words of PG19's train split). Files of ``segments_per_file``
+    segments are written as they fill, so memory stays at one file's worth."""
+    from shapelm.data.tokenizer import vocab_size_of
     from shapelm.data.tokens import write_token_dir
     from shapelm.longctx.sources import iter_documents, segment_stream
 
@@ -142,34 +159,139 @@ def prepare_segments(
     if (out / "manifest.json").is_file():
         return out
     if eos_id is None:
-        raise DataError("tokenizer has no <|endoftext|> token to separate documents")
-    segs = list(segment_stream(iter_documents(source, tokenizer), seq_len, eos_id))
-    if not segs:
+        raise DataError("tokenizer has no EOS token to separate documents")
+    count = 0
+
+    def files():
+        nonlocal count
+        part = []
+        for seg in segment_stream(iter_documents(source, tokenizer, split=split), seq_len, eos_id):
+            part.append(seg)
+            count += 1
+            if len(part) == segments_per_file or count == max_segments:
+                yield np.concatenate(part)
+                part = []
+            if count == max_segments:
+                return
+        if part:
+            yield np.concatenate(part)
+
+    write_token_dir(out, files(), vocab_size_of(tokenizer), eos_id,
+                    {"kind": "yarn-finetune-segments", "seq_len": seq_len, "source": str(source),
+                     "split": split, "max_segments": max_segments})
+    if count == 0:
+        (out / "manifest.json").unlink()
         raise DataError(f"{source}: fewer tokens than one {seq_len}-token segment")
-    write_token_dir(
-        out,
-        [np.concatenate(segs)],
-        tokenizer.get_vocab_size(),
-        eos_id,
-        {"kind": "yarn-finetune-segments", "seq_len": seq_len, "source": str(source)},
-    )
     return out
 
 
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+@dataclass
+class FinetuneResult:
+    status: str  # "completed" | "already_complete" | "stopped" (max_steps_this_call) | "preempted"
+    step: int
+    steps: int
+    path: Path | None  # final/ when complete, else the newest checkpoint (None: no update yet)
+    signal: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 unless preempted; preempted: 128 + signal number (143 SIGTERM, 138 SIGUSR1 or the
+        time limit), as pretraining."""
+        return 128 + self.signal if self.status == "preempted" and self.signal else 0
 
 
-def _compatible(saved: dict, cfg: dict) -> None:
+@dataclass(frozen=True)
+class _Sharding:
+    """The fields of a TrainRecipe that pretraining's FSDP helpers read (shapelm.train.loop)."""
+
+    distributed: str = "fsdp"  # several processes always shard: an 8B finetune fits no GPU whole
+    frozen_lm_head: bool = False
+    compile: bool = False
+
+
+SHARDING = _Sharding()
+
+
+def _mismatch(saved: dict, cfg: dict) -> str | None:
     fixed = ("lr", "batch", "seq_len", "factor", "original", "warmup", "schedule", "seed", "model")
     diff = [k for k in fixed if saved.get(k) != cfg.get(k)]
-    if diff:
+    if not diff:
+        return None
+    return "resuming with a different config: " + ", ".join(
+        f"{k}: checkpoint {saved.get(k)!r} vs now {cfg.get(k)!r}" for k in diff)
+
+
+def micro_batches_per_rank(cfg: FinetuneConfig, world_size: int) -> int:
+    """Micro-batches each rank accumulates per step: batch / (micro_batch x world size)."""
+    per_pass = cfg.micro_batch * world_size
+    if cfg.batch % per_pass:
         raise ConfigError(
-            "resuming with a different config: "
-            + ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {cfg.get(k)!r}" for k in diff)
+            f"finetune.batch {cfg.batch} is not a multiple of micro_batch {cfg.micro_batch} x "
+            f"{world_size} processes; change --batch / --micro-batch or the number of GPUs"
         )
+    return cfg.batch // per_pass
+
+
+def _model_path(model_dir) -> Path:
+    p = Path(model_dir)
+    return p / "final" if (p / "final" / "model_config.json").is_file() else p
+
+
+def _base_weights(model_path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    f = model_path / "model.safetensors"
+    if not f.is_file():
+        raise DataError(f"{f}: no model weights to finetune")
+    return {k: v.float() for k, v in load_file(str(f), device="cpu").items()}
+
+
+def _segments_dir(data, tokenizer, cfg: FinetuneConfig, out: Path, split, env) -> Path:
+    """A token dir of segments: ``data`` itself, or ``data`` tokenized into ``out/data`` by
+    rank 0 while the others wait for its manifest (no collective: it may take minutes)."""
+    from shapelm.data.tokenizer import tokenizer_eos_id
+    from shapelm.longctx.sources import is_token_dir
+    from shapelm.train.distributed import barrier
+
+    if is_token_dir(data):
+        return Path(data)
+    if tokenizer is None:
+        raise DataError(f"{data}: a text source needs the model's tokenizer (--tokenizer)")
+    prepared = out / "data"
+    if env.is_main:
+        prepare_segments(data, tokenizer, cfg.seq_len, prepared, tokenizer_eos_id(tokenizer),
+                         split=split, max_segments=cfg.steps * cfg.batch)
+    else:
+        while not (prepared / "manifest.json").is_file():
+            time.sleep(2.0)
+    barrier(env)
+    return prepared
+
+
+def _agreed_signal(signum: int, env) -> int:
+    """The stop signal of any rank (0: none), the same on every rank, so all stop at this step."""
+    if not env.distributed:
+        return signum
+    import torch.distributed as dist
+
+    t = torch.tensor([signum], dtype=torch.int64, device=env.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t[0])
+
+
+def _save(out: Path, step: int, model, optimizer, run_cfg: dict, cfg: FinetuneConfig, env) -> Path:
+    """Full (unsharded) state on rank 0, written atomically; a collective under FSDP."""
+    from shapelm.longctx.checkpoint import checkpoint_dir
+    from shapelm.train import loop
+    from shapelm.train.distributed import barrier
+
+    msd = loop.full_model_state(model, SHARDING, env)
+    osd = loop.full_optimizer_state(model, optimizer, SHARDING, env)
+    if env.is_main:
+        save_checkpoint(out, step, msd, osd, run_cfg, keep=cfg.keep_checkpoints)
+    del msd, osd
+    barrier(env)
+    return checkpoint_dir(out, step)
 
 
 def yarn_finetune(
@@ -179,118 +301,171 @@ def yarn_finetune(
     config: FinetuneConfig | None = None,
     *,
     tokenizer=None,
+    split: str | None = "train",
     max_steps_this_call: int | None = None,
-) -> Path:
+    time_limit_min: float | None = None,
+    stop_margin_s: float = 120.0,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> FinetuneResult:
     """Finetune ``model_dir/`` (or ``model_dir/final``) with YaRN; resume from ``out_dir`` if it holds state.
 
     ``data``: a token directory (cut into ``seq_len`` windows in stream order, then shuffled) or a
-    text source (tokenized with ``tokenizer`` into ``out_dir/data``). Writes
+    text source (its ``split``, tokenized with ``tokenizer`` into ``out_dir/data``). Writes
     ``out_dir/metrics.jsonl``, ``out_dir/checkpoints/step-*/`` and, when all steps are done,
-    ``out_dir/final/`` (``save_pretrained``; its config carries ``rope_scaling``).
-    ``max_steps_this_call`` stops early after that many updates (for tests of resumption).
-    Returns ``out_dir/final`` (or the last checkpoint when stopped early).
+    ``out_dir/final/`` (``save_pretrained``; its config carries ``rope_scaling``) and ``DONE``.
+    Under srun/torchrun every process calls this; the process group is created here.
+    ``max_steps_this_call`` stops early after that many updates (tests of resumption).
+    ``time_limit_min``: the job's wall-clock limit, counted from this call; the run checkpoints
+    and returns "preempted" (exit 138) when the time left no longer holds ``stop_margin_s``
+    (raised to 1.5x the measured checkpoint time) plus two steps. ``on_step(record)`` runs on
+    every rank after every update.
     """
-    from shapelm.data.tokenizer import EOS_TOKEN
-    from shapelm.longctx.sources import is_token_dir
-    from shapelm.model import load_pretrained, save_pretrained
+    from shapelm.train.distributed import init_distributed, shutdown
+    from shapelm.train.preempt import Preemption
 
     cfg = config or FinetuneConfig()
     cfg.validate()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model_path = Path(model_dir)
-    if (model_path / "final" / "model_config.json").is_file():
-        model_path = model_path / "final"
+    preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)  # the clock starts
+    env = init_distributed(cfg.device)
+    try:
+        preempt.install()
+        return _finetune(model_dir, data, Path(out_dir), cfg, tokenizer, split, max_steps_this_call,
+                         preempt, stop_margin_s, on_step, env)
+    finally:
+        preempt.restore()
+        shutdown(env)
+
+
+def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split, max_steps_this_call,
+              preempt, stop_margin_s: float, on_step, env) -> FinetuneResult:
+    from shapelm.model.io import load_model_config
+    from shapelm.train import loop
+    from shapelm.train.distributed import all_reduce_sum, barrier, broadcast_object
+    from shapelm.train.observe import MetricsLog
+
+    model_path = _model_path(model_dir)
     final = out / "final"
     if (final / "model.safetensors").is_file() and (out / "DONE").is_file():
         log.info("%s already finished", out)
-        return final
-
-    if not is_token_dir(data):
-        if tokenizer is None:
-            raise DataError(f"{data}: a text source needs the model's tokenizer (--tokenizer)")
-        data = prepare_segments(data, tokenizer, cfg.seq_len, out / "data", tokenizer.token_to_id(EOS_TOKEN))
+        return FinetuneResult("already_complete", cfg.steps, cfg.steps, final)
+    accum = micro_batches_per_rank(cfg, env.world_size)  # before minutes of tokenizing
+    out.mkdir(parents=True, exist_ok=True)
+    data = _segments_dir(data, tokenizer, cfg, out, split, env)
     segments = SegmentData(data, cfg.seq_len, cfg.seed)
-
-    device = _device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    model = load_pretrained(model_path, device="cpu")
     scaling = cfg.scaling()
-    apply_yarn(model, scaling)
-    if segments.store.vocab_size > model.config.vocab_size:
+    model_cfg = yarn_model_config(load_model_config(model_path), scaling)
+    if segments.store.vocab_size > model_cfg.vocab_size:
         raise DataError(
             f"{data}: tokenized with vocab_size {segments.store.vocab_size} but the model has "
-            f"{model.config.vocab_size} (re-tokenize with the model's tokenizer)"
+            f"{model_cfg.vocab_size} (re-tokenize with the model's tokenizer)"
         )
-    model.to(device)
+    run_cfg = dict(dataclasses.asdict(cfg), model=str(model_path.resolve()), data=str(Path(data).resolve()),
+                   rope_scaling=scaling)
+
+    # Rank 0 finds the checkpoint and reads it (and the base weights); every rank follows its
+    # decision, so a config mismatch fails on all of them alike.
+    state, decision = None, [0, None, None]
+    if env.is_main:
+        last = latest_checkpoint(out)
+        if last is not None:
+            state = load_checkpoint(last)
+            decision = [int(state["step"]), str(last), _mismatch(state["config"], run_cfg)]
+    step, resumed_from, problem = broadcast_object(decision, env)
+    if problem:
+        raise ConfigError(problem)
+    full = (state["model"] if state else _base_weights(model_path)) if env.is_main else {}
+
+    torch.manual_seed(cfg.seed)
+    amp = getattr(torch, cfg.autocast_dtype) if env.device.type == "cuda" else None
+    model, forward = loop._build(model_cfg, SHARDING, env, full, amp)
+    del full
     if cfg.activation_checkpointing:
         enable_activation_checkpointing(model)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay
-    )
-    run_cfg = dict(dataclasses.asdict(cfg), model=str(model_path.resolve()), data=str(Path(data).resolve()), rope_scaling=scaling)
+    # foreach: the multi-tensor AdamW also takes FSDP's DTensor shards
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
+                                  weight_decay=cfg.weight_decay, foreach=True)
+    if resumed_from:
+        loop.load_optimizer_state(model, optimizer, state["optimizer"] if env.is_main else {}, SHARDING, env)
+        if env.is_main:
+            set_rng_state(state["rng"])
+        log.info("resumed %s at step %d (%d processes)", resumed_from, step, env.world_size)
+    del state
+    if env.is_main:
+        (out / "finetune_config.json").write_text(json.dumps(run_cfg, indent=1) + "\n")
 
-    step = 0
-    last = latest_checkpoint(out)
-    if last is not None:
-        state = load_checkpoint(last)
-        _compatible(state["config"], run_cfg)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
-        step = int(state["step"])
-        log.info("resumed %s at step %d", last, step)
-    (out / "finetune_config.json").write_text(json.dumps(run_cfg, indent=1) + "\n")
-
-    accum = cfg.batch // cfg.micro_batch
-    use_autocast = device.type == "cuda"
-    amp_dtype = getattr(torch, cfg.autocast_dtype)
+    amp_ctx = (lambda: torch.autocast(env.device.type, dtype=amp)) if amp else contextlib.nullcontext
     model.train()
-    done_this_call = 0
-    metrics = open(out / "metrics.jsonl", "a")
+    start = last_saved = step  # the state at `start` is on disk: a checkpoint or the base model
+    status, stop_signal, step_seconds = "completed", None, 0.0
+    metrics = MetricsLog(out / "metrics.jsonl", start, enabled=env.is_main)
     try:
         while step < cfg.steps:
-            if max_steps_this_call is not None and done_this_call >= max_steps_this_call:
+            if max_steps_this_call is not None and step - start >= max_steps_this_call:
+                status = "stopped"
                 break
-            t0 = time.time()
+            stopping = preempt.should_stop(step_seconds)  # a signal, or the time limit (SIGUSR1)
+            stop_signal = _agreed_signal((preempt.signum or 0) if stopping else 0, env)
+            if stop_signal:
+                status = "preempted"
+                break
+            t0 = time.perf_counter()
             lr = cfg.lr * lr_factor(step, cfg.warmup, cfg.steps, cfg.schedule)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            total = 0.0
+            local = 0.0
             for micro in range(accum):
-                first = step * cfg.batch + micro * cfg.micro_batch
+                first = step * cfg.batch + (env.rank * accum + micro) * cfg.micro_batch
                 seg = np.stack([segments.sample(first + i) for i in range(cfg.micro_batch)])
-                tokens = torch.from_numpy(seg.astype(np.int64)).to(device)
-                with torch.autocast(device.type, dtype=amp_dtype, enabled=use_autocast):
-                    outp = model(
+                tokens = torch.from_numpy(seg.astype(np.int64)).to(env.device)
+                with amp_ctx():
+                    outp = forward(
                         tokens[:, :-1], tokens[:, 1:], return_logits=False, loss_chunk_tokens=cfg.loss_chunk_tokens
                     )
+                # Every segment has seq_len - 1 labels, so the mean of micro-batch means is the
+                # token mean; FSDP averages the ranks' gradients at each backward (no unsharded
+                # gradient is kept between micro-batches: 8B of them would not fit).
                 (outp.loss / accum).backward()
-                total += float(outp.loss.detach()) / accum
+                local += float(outp.loss.detach()) / accum
+            loss_sum = all_reduce_sum(torch.tensor([local], dtype=torch.float64, device=env.device), env)
+            total = float(loss_sum[0]) / env.world_size
             if not math.isfinite(total):
                 raise DataError(f"finetune: non-finite loss {total} at step {step}")
             grad_norm = None
             if cfg.grad_clip:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            done_this_call += 1
+            took = time.perf_counter() - t0
+            step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
             rec = {"step": step, "loss": total, "lr": lr, "tokens": step * cfg.batch * (cfg.seq_len - 1),
-                   "seconds": round(time.time() - t0, 3)}
+                   "seconds": round(took, 3)}
             if grad_norm is not None:
                 rec["grad_norm"] = grad_norm
-            metrics.write(json.dumps(rec) + "\n")
-            metrics.flush()
-            log.info("step %d/%d loss %.4f lr %.3g", step, cfg.steps, total, lr)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                save_checkpoint(out, step, model, optimizer, run_cfg, keep=cfg.keep_checkpoints)
+            metrics.write(rec)
+            if env.is_main:  # one line a step in the job log, not one per rank
+                log.info("step %d/%d loss %.4f lr %.3g", step, cfg.steps, total, lr)
+            if on_step is not None:
+                on_step(rec)
+            if step % cfg.checkpoint_every == 0 and step < cfg.steps:
+                t_save = time.perf_counter()
+                _save(out, step, model, optimizer, run_cfg, cfg, env)
+                last_saved = step
+                # the stop must leave room for a checkpoint as slow as this one (minutes at 8B)
+                preempt.margin_s = max(stop_margin_s, 1.5 * (time.perf_counter() - t_save))
     finally:
         metrics.close()
-    if step < cfg.steps:
-        save_checkpoint(out, step, model, optimizer, run_cfg, keep=cfg.keep_checkpoints)
-        return latest_checkpoint(out)
-    model.eval()
-    save_pretrained(model, final)
-    (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
-    return final
+
+    if status == "completed":
+        info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
+        final = loop._write_final(out, model, model_cfg, SHARDING, env, info)
+        if env.is_main:
+            (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
+        barrier(env)
+        return FinetuneResult("completed", step, cfg.steps, final)
+    path = _save(out, step, model, optimizer, run_cfg, cfg, env) if step != last_saved else latest_checkpoint(out)
+    if status == "preempted" and env.is_main:
+        log.warning("stopped by %s at step %d: checkpoint %s; exit %d",
+                    signal.Signals(stop_signal).name, step, path, 128 + stop_signal)
+    return FinetuneResult(status, step, cfg.steps, path, signal=stop_signal or None)

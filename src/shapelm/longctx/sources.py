@@ -1,4 +1,4 @@
-"""Where long documents come from: token directories, text files, JSONL, the default corpus.
+"""Where long documents come from: token directories, text files, JSONL, parquet, the HF cache.
 
 A *source* is one of
 
@@ -6,10 +6,13 @@ A *source* is one of
   the stream (the default corpus writes every document followed by EOS);
 * a ``.jsonl`` file (Proof-pile / PG19 dumps): one JSON object per line, text in ``"text"``
   (``text_key``); also ``.jsonl.gz``;
+* a ``.parquet`` file (HF datasets: ``emozilla/pg19``): one document per row, column ``"text"``;
 * a ``.json`` file holding ``{"text": ...}`` (RULER's ``PaulGrahamEssays.json``) or a list of such
   objects;
-* a ``.txt`` file (one document) or a directory of ``.txt`` files (one document each, sorted by
-  name).
+* a ``.txt`` file (one document);
+* a directory of such files (sorted by name; with a ``split``, its ``<split>/`` subdirectory or
+  the files named ``<split>-*`` / ``<split>.*``: :func:`shapelm.longctx.inputs.data_files`);
+* ``hf:OWNER/NAME[/SUBDIR]``: a dataset repo in the local HF hub cache, read as a directory.
 
 Text sources need a tokenizer (``tokenizers.Tokenizer``); token directories do not.
 """
@@ -37,49 +40,81 @@ def decode(tokenizer, ids) -> str:
     return tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 
 
+RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet", ".json")
+
+
 def is_token_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "manifest.json").is_file()
 
 
-def iter_texts(path: str | os.PathLike, text_key: str = "text") -> Iterator[str]:
-    """Documents (strings) of a text source, in source order."""
-    p = Path(path)
-    if not p.exists():
-        raise DataError(f"{p}: no such file or directory")
-    if p.is_dir():
-        files = sorted(p.glob("*.txt"))
-        if not files:
-            raise DataError(f"{p}: directory holds no .txt files (and no manifest.json)")
-        for f in files:
+def iter_texts(source: str | os.PathLike, text_key: str = "text", split: str | None = None) -> Iterator[str]:
+    """Documents (strings) of a text source, in source order (a file that is not
+    ``.jsonl(.gz)`` / ``.parquet`` / ``.json`` is one plain-text document)."""
+    for f in source_files(source, split):
+        if not f.name.lower().endswith(RECORD_SUFFIXES):
             yield f.read_text(encoding="utf-8", errors="replace")
-        return
-    name = p.name.lower()
+            continue
+        for where, rec in iter_file_records(f):
+            if not isinstance(rec, dict) or text_key not in rec:
+                raise DataError(f"{where}: no {text_key!r} field")
+            yield rec[text_key]
+
+
+def source_files(source: str | os.PathLike, split: str | None = None) -> list[Path]:
+    """The files of a source (a file, a directory's data files, a cached hub repo's)."""
+    from shapelm.longctx.inputs import data_files, resolve_input
+
+    p = resolve_input(source)
+    return data_files(p, split) if p.is_dir() else [p]
+
+
+def iter_records(source: str | os.PathLike, split: str | None = None) -> Iterator[dict]:
+    """Rows of a table-like source (``.jsonl(.gz)``, ``.parquet``, a ``.json`` list), in order."""
+    for f in source_files(source, split):
+        for _, rec in iter_file_records(f):
+            yield rec
+
+
+def iter_file_records(f: Path) -> Iterator[tuple[str, object]]:
+    """(location for errors, record) of one ``.jsonl(.gz)`` / ``.parquet`` / ``.json`` file."""
+    name = f.name.lower()
     if name.endswith((".jsonl", ".jsonl.gz")):
         opener = gzip.open if name.endswith(".gz") else open
-        with opener(p, "rt", encoding="utf-8") as f:
-            for i, line in enumerate(f):
+        with opener(f, "rt", encoding="utf-8") as fh:
+            for i, line in enumerate(fh):
                 if not line.strip():
                     continue
                 try:
-                    obj = json.loads(line)
+                    yield f"{f}:{i + 1}", json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise DataError(f"{p}:{i + 1}: invalid JSON ({e})") from e
-                if text_key not in obj:
-                    raise DataError(f"{p}:{i + 1}: no {text_key!r} field")
-                yield obj[text_key]
-        return
-    if name.endswith(".json"):
+                    raise DataError(f"{f}:{i + 1}: invalid JSON ({e})") from e
+    elif name.endswith(".parquet"):
+        yield from _parquet_records(f)
+    elif name.endswith(".json"):
         try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
+            obj = json.loads(f.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise DataError(f"{p}: invalid JSON ({e})") from e
+            raise DataError(f"{f}: invalid JSON ({e})") from e
         items = obj if isinstance(obj, list) else [obj]
         for i, item in enumerate(items):
-            if not isinstance(item, dict) or text_key not in item:
-                raise DataError(f"{p}: item {i} has no {text_key!r} field")
-            yield item[text_key]
-        return
-    yield p.read_text(encoding="utf-8", errors="replace")
+            yield f"{f}: item {i}", item
+    else:
+        raise DataError(f"{f}: not a .jsonl(.gz), .parquet or .json file")
+
+
+def _parquet_records(f: Path, batch_rows: int = 64) -> Iterator[tuple[str, dict]]:
+    # Batches of rows: a PG19 parquet shard holds ~1,000 books (~400 MB of text).
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(f)
+    except Exception as e:  # pyarrow raises ArrowInvalid for a file that is not parquet
+        raise DataError(f"{f}: cannot be read as parquet ({e})") from e
+    row = 0
+    for batch in table.iter_batches(batch_size=batch_rows):
+        for rec in batch.to_pylist():
+            yield f"{f}: row {row}", rec
+            row += 1
 
 
 def token_dir_documents(path: str | os.PathLike) -> Iterator[np.ndarray]:
@@ -104,18 +139,37 @@ def token_dir_documents(path: str | os.PathLike) -> Iterator[np.ndarray]:
 
 
 def iter_documents(
-    source: str | os.PathLike, tokenizer=None, text_key: str = "text"
+    source: str | os.PathLike, tokenizer=None, text_key: str = "text", split: str | None = None,
+    batch_docs: int = 32,
 ) -> Iterator[np.ndarray]:
-    """Token arrays of every document of ``source`` (see module docstring), in order."""
+    """Token arrays of every document of ``source`` (see module docstring), in order.
+
+    Text is tokenized ``batch_docs`` documents at a time with ``encode_batch``, which runs on
+    every CPU of the job (one document at a time would tokenize PG19 on one core)."""
+    from shapelm.longctx.inputs import resolve_input
+
     if is_token_dir(source):
         yield from token_dir_documents(source)
         return
-    if not Path(source).exists():
-        raise DataError(f"{source}: no such file or directory")
+    resolve_input(source)  # a missing path or hub repo fails before the tokenizer check
     if tokenizer is None:
         raise DataError(f"{source}: a text source needs --tokenizer (the model's tokenizer)")
-    for text in iter_texts(source, text_key):
-        yield np.asarray(encode(tokenizer, text), dtype=np.uint32)
+    batch: list[str] = []
+    for text in iter_texts(source, text_key, split):
+        batch.append(text)
+        if len(batch) == batch_docs:
+            yield from encode_many(tokenizer, batch)
+            batch = []
+    if batch:
+        yield from encode_many(tokenizer, batch)
+
+
+def encode_many(tokenizer, texts: list[str]) -> list[np.ndarray]:
+    """``encode`` of several texts; HF ``tokenizers`` encodes them in parallel."""
+    if hasattr(tokenizer, "encode_batch"):
+        encs = tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [np.asarray(e.ids, dtype=np.uint32) for e in encs]
+    return [np.asarray(encode(tokenizer, t), dtype=np.uint32) for t in texts]
 
 
 def load_documents(
@@ -125,10 +179,12 @@ def load_documents(
     min_tokens: int = 131_072,
     num_docs: int = 10,
     text_key: str = "text",
+    split: str | None = "test",
 ) -> list[np.ndarray]:
-    """The first ``num_docs`` documents of at least ``min_tokens`` tokens (Proof-pile protocol)."""
+    """The first ``num_docs`` documents of at least ``min_tokens`` tokens (Proof-pile protocol:
+    its ``test`` split when the source holds several)."""
     out = []
-    for doc in iter_documents(source, tokenizer, text_key):
+    for doc in iter_documents(source, tokenizer, text_key, split):
         if doc.size >= min_tokens:
             out.append(doc)
             if len(out) == num_docs:

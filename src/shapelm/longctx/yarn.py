@@ -42,3 +42,16 @@ def apply_yarn(model, scaling: dict[str, Any] | None) -> None:
     if scaling:
         target = int(round(scaling["factor"] * scaling["original_max_position_embeddings"]))
         model.config.max_seq_len = max(int(model.config.max_seq_len), target)
+
+
+def yarn_model_config(cfg, scaling: dict[str, Any] | None):
+    """A copy of ``cfg`` (a ModelConfig) with YaRN RoPE and max_seq_len raised to s * L0, for
+    building the extended model directly (e.g. on meta, to shard it)."""
+    import dataclasses
+
+    out = dataclasses.replace(cfg, rope_scaling=scaling)
+    if scaling:
+        target = int(round(scaling["factor"] * scaling["original_max_position_embeddings"]))
+        out = dataclasses.replace(out, max_seq_len=max(int(cfg.max_seq_len), target))
+    out.validate()
+    return out

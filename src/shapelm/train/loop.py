@@ -637,7 +637,8 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                 "config_hash": run_config.get("hash") or config_hash(run_config),
                 "name": run_config.get("name")}
         final = _write_final(out_dir, model, cfg, recipe, env, info)
-        log.info("training complete: %s", final)
+        if env.is_main:
+            log.info("training complete: %s", final)
         return TrainResult("completed", step, total, out_dir, checkpoint=final)
     path = None
     if last_saved != step:

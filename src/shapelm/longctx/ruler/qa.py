@@ -2,7 +2,12 @@
 
 ``read_squad`` / ``read_hotpotqa`` read the original JSON files exactly as RULER's qa.py does:
 unique documents sorted; a question's gold documents, plus (SQuAD) the other paragraphs of its
-article as preferred distractors; unanswerable SQuAD questions dropped.
+article as preferred distractors; unanswerable SQuAD questions dropped. They also read the
+Hugging Face copies of the same dev sets (one question a row: ``rajpurkar/squad_v2``'s
+``title, context, question, answers{text}``; ``hotpotqa/hotpot_qa`` distractor's ``question,
+answer, context{title, sentences}``) from parquet/jsonl files, a directory of them or an
+``hf:`` spec in the local cache (:mod:`shapelm.longctx.inputs`); rows are regrouped into the
+original structure first, so both give the same questions and documents.
 
 ``text_qa`` is the offline substitute used by the default pipeline (no dataset download): the
 local text is cut into passages of about ``passage_words`` (50) words (the "documents"), and each
@@ -31,11 +36,59 @@ from shapelm.errors import DataError
 QA = tuple[list[dict], list[str]]  # (questions, documents)
 
 
-def read_squad(path: str | os.PathLike) -> QA:
+def _original_json(path: str | os.PathLike, what: str):
+    """The parsed file when ``path`` is the dataset's original ``.json``, else None (rows)."""
+    from shapelm.longctx.inputs import parse_hub
+
+    p = Path(path)
+    if parse_hub(path) is not None or p.is_dir() or not p.name.lower().endswith(".json"):
+        return None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: cannot read SQuAD v2 JSON ({e})") from e
+        raise DataError(f"{path}: cannot read {what} JSON ({e})") from e
+
+
+def _rows(path, split: str, what: str) -> list[dict]:
+    from shapelm.longctx.sources import iter_records
+
+    rows = list(iter_records(path, split))
+    if not rows:
+        raise DataError(f"{path}: no {what} rows")
+    return rows
+
+
+def squad_from_rows(rows: list[dict], where: str = "SQuAD rows") -> dict:
+    """HF ``squad_v2`` rows (one question each) -> the original ``{"data": [articles]}``."""
+    articles: dict[str, dict[str, list]] = {}  # title -> context -> qas, in row order
+    for i, r in enumerate(rows):
+        try:
+            texts = list((r["answers"] or {}).get("text") or [])
+            qa = {"question": r["question"], "answers": [{"text": t} for t in texts], "is_impossible": not texts}
+            articles.setdefault(r["title"], {}).setdefault(r["context"], []).append(qa)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise DataError(f"{where}: row {i} is not a squad_v2 row (title, context, question, answers): {e}") from e
+    return {"data": [{"title": t, "paragraphs": [{"context": c, "qas": q} for c, q in paras.items()]}
+                     for t, paras in articles.items()]}
+
+
+def hotpotqa_from_rows(rows: list[dict], where: str = "HotpotQA rows") -> list[dict]:
+    """HF ``hotpot_qa`` distractor rows -> the original list (``context`` as [title, sentences])."""
+    out = []
+    for i, r in enumerate(rows):
+        try:
+            ctx = r["context"]
+            pairs = [[t, list(s)] for t, s in zip(ctx["title"], ctx["sentences"])] if isinstance(ctx, dict) else ctx
+            out.append({"question": r["question"], "answer": r["answer"], "context": pairs})
+        except (KeyError, TypeError) as e:
+            raise DataError(f"{where}: row {i} is not a hotpot_qa row (question, answer, context): {e}") from e
+    return out
+
+
+def read_squad(path: str | os.PathLike, split: str = "validation") -> QA:
+    data = _original_json(path, "SQuAD v2")
+    if data is None:
+        data = squad_from_rows(_rows(path, split, "SQuAD"), str(path))
     if not isinstance(data, dict) or "data" not in data:
         raise DataError(f"{path}: not a SQuAD JSON file (no top-level 'data')")
     docs = sorted({p["context"] for d in data["data"] for p in d["paragraphs"]})
@@ -58,11 +111,10 @@ def read_squad(path: str | os.PathLike) -> QA:
     return qas, docs
 
 
-def read_hotpotqa(path: str | os.PathLike) -> QA:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: cannot read HotpotQA JSON ({e})") from e
+def read_hotpotqa(path: str | os.PathLike, split: str = "validation") -> QA:
+    data = _original_json(path, "HotpotQA")
+    if data is None:
+        data = hotpotqa_from_rows(_rows(path, split, "HotpotQA"), str(path))
     if not isinstance(data, list):
         raise DataError(f"{path}: not a HotpotQA dev distractor file (expected a JSON list)")
     docs = sorted({f"{t}\n{''.join(p)}" for d in data for t, p in d["context"]})

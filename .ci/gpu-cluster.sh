@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The emulated GPU cluster the rehearsal runs on: 4 nodes x 8 GPUs x 112 CPUs, 1 TB each, a
+# 2-day partition named "gpu" (as profiles/slurm expects). Idempotent; restarts a cluster of
+# another shape. Needs ../shared/tools/local-slurm (or SHAPELM_LOCAL_SLURM).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+tools="${SHAPELM_LOCAL_SLURM:-$here/../shared/tools/local-slurm}"
+want="gpu 4 gpu:8 112"
+have="$(sinfo -h -o '%P %D %G %c' 2>/dev/null | head -n1 | tr -d '*' || true)"
+if [ "$have" = "$want" ]; then echo "emulated GPU cluster already up: $have"; exit 0; fi
+[ -x "$tools/start.sh" ] || { echo "no local-slurm tools at $tools" >&2; exit 1; }
+[ -n "$have" ] && bash "$tools/stop.sh" || true
+LOCAL_SLURM_NODES=4 LOCAL_SLURM_GPUS=8 LOCAL_SLURM_CPUS=112 LOCAL_SLURM_MEM_MB=1000000 \
+  LOCAL_SLURM_MAX_TIME=2-00:00:00 LOCAL_SLURM_PARTITION=gpu bash "$tools/start.sh"
+sinfo

@@ -1,0 +1,116 @@
+"""The paper, rehearsed: every job of configs/paper.yaml through real SLURM on an emulated GPU
+cluster (4 nodes x 8 GPUs; each GPU a gloo process on this CPU). Slow: run by .ci/run."""
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_e2e import ROOT, VENV_BIN, _copy_repo, _env, ensure_gpu_cluster
+
+REHEARSAL_TIMEOUT_S = int(os.environ.get("SHAPELM_REHEARSAL_TIMEOUT", 3600))
+PREEMPTED = ("hg906m_conv", 3)  # an 8-GPU run, preempted before its step 3
+
+
+def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
+    from shapelm.config import load_experiment
+    from shapelm.rehearsal import rehearsal_config, write_inputs
+    from shapelm.workflow import train_plan
+
+    write_inputs(tmp_path / "inputs")
+    paper_raw = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
+    paper = load_experiment(paper_raw)
+    small = load_experiment(rehearsal_config({**paper_raw, "rehearsal": {"inputs": str(tmp_path / "inputs")}}))
+    assert small.name == "rehearsal" and sorted(small.runs) == sorted(paper.runs)
+    for name in paper.runs:
+        big_job, small_job = train_plan(paper, name).job, train_plan(small, name).job
+        assert (small_job.nodes, small_job.gpus_per_node) == (big_job.nodes, big_job.gpus_per_node), name
+        assert small.run(name)["arch"]["kind"] == paper.run(name)["arch"]["kind"]
+        assert small.run(name)["model"]["vocab_size"] < 2048
+    assert train_plan(small, "hg8b_hg").segments == 3 and train_plan(small, "hg3b_hg").segments == 2
+
+
+def _preempt_when_holding(repo: Path, stop: threading.Event, seen: dict) -> None:
+    """Wait for the held run (SHAPELM_HOLD_AT), then preempt its job through SLURM."""
+    run, _ = PREEMPTED
+    marker = repo / "work" / "rehearsal" / "runs" / run / "HOLDING"
+    while not stop.is_set() and not marker.exists():
+        time.sleep(0.5)
+    if stop.is_set():
+        return
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True).stdout
+    ids = [line.split("|")[0] for line in jobs.splitlines() if f"wildcards_{run}" in line and "rule_train" in line]
+    seen["jobs"] = ids
+    for job in ids:
+        subprocess.run(["scancel", "--signal=USR1", job], check=False)
+
+
+@pytest.mark.slow
+def test_every_paper_job_is_accepted_by_the_gpu_cluster(tmp_path):
+    ensure_gpu_cluster()
+    repo = _copy_repo(tmp_path / "repo")
+    env = {**_env(), "SHAPELM_ALLOW_MISSING_INPUTS": "1"}
+    proc = subprocess.run([str(VENV_BIN / "shapelm"), "cluster", "check-submit", "--", "--profile", "slurm"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    counted = re.search(r"(\d+) cluster jobs in (\d+) distinct requests, (\d+) local jobs: 0 request\(s\) refused", out)
+    assert counted, out[-3000:]
+    assert int(counted.group(1)) >= 74 * 3 and "--ntasks-per-gpu" not in out
+
+
+@pytest.mark.slow
+def test_the_paper_rehearsed_through_slurm(tmp_path):
+    ensure_gpu_cluster()
+    repo = _copy_repo(tmp_path / "repo")
+    env = {**_env(), "SHAPELM_HOLD_AT": f"{PREEMPTED[0]}:{PREEMPTED[1]}"}
+    cmd = ["timeout", "-s", "INT", "-k", "30", str(REHEARSAL_TIMEOUT_S), str(VENV_BIN / "shapelm"),
+           "rehearse", "--", "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "2",
+           "--seconds-between-status-checks", "5", "--latency-wait", "5", "--jobs", "24"]
+    stop, seen = threading.Event(), {}
+    watcher = threading.Thread(target=_preempt_when_holding, args=(repo, stop, seen), daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+    stop.set()
+    took = time.monotonic() - started
+    logs = "\n".join(f"--- {p}\n{p.read_text()[-2000:]}" for p in sorted((repo / "logs").rglob("*.log"))[-30:])
+    assert proc.returncode == 0, f"{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}\n{logs}"
+    print(f"rehearsal: {took:.0f} s")
+
+    from shapelm.config import load_experiment
+
+    names = list(load_experiment(ROOT / "configs" / "paper.yaml").runs)
+    work, results = repo / "work" / "rehearsal" / "runs", repo / "results" / "rehearsal"
+    trained = [n for n in names if (work / n / "final" / "model.safetensors").exists()]
+    assert len(trained) == len(names) == 74, sorted(set(names) - set(trained))
+    for n in names:
+        assert (results / "runs" / n / "ppl.json").exists() and (results / "runs" / n / "downstream.json").exists()
+    # Multi-GPU and multi-node runs ran with one process per GPU.
+    for run, world in (("hg113m_conv", 1), ("hg906m_hg", 8), ("hg3b_hg", 16), ("hg8b_hg", 32)):
+        manifest = (work / run / "manifest.json").read_text()
+        assert re.search(rf'"world_size": {world}\b', manifest), (run, manifest[:600])
+    # Runs longer than a job: segment markers chained in the DAG.
+    assert len(list((work / "hg8b_hg" / "segments").glob("step-*.json"))) == 2
+    # The preempted run: SLURM's USR1 reached it, it checkpointed, the retry resumed it.
+    assert seen.get("jobs"), "the held run was never seen in squeue"
+    slurm_logs = list((repo / ".snakemake" / "slurm_logs" / "rule_train" / PREEMPTED[0]).glob("*.log"))
+    assert len(slurm_logs) >= 2, slurm_logs
+    assert "resumed from" in (repo / "logs" / "rehearsal" / "runs" / PREEMPTED[0] / "train.log").read_text()
+    # The long-context chain of the 8B pair, decode, and every table.
+    for run in ("hg8b_conv", "hg8b_hg"):
+        assert (results / "runs" / run / "proofpile.json").exists() and (results / "runs" / run / "ruler.json").exists()
+    assert (results / "decode" / "decode.json").exists()
+    from shapelm.rehearsal import rehearsal_config
+    from shapelm.results import artifacts
+
+    raw = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
+    small = load_experiment(rehearsal_config({**raw, "rehearsal": {"inputs": str(repo / "work" / "rehearsal-inputs")}}))
+    missing = [a["path"] for a in artifacts(small) if not (repo / a["path"]).exists()]
+    assert not missing, missing[:10]
