@@ -4,7 +4,6 @@ cluster (4 nodes x 8 GPUs; each GPU a gloo process on this CPU). Slow: run by .c
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -32,8 +31,9 @@ def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
         big_job, small_job = train_plan(paper, name).job, train_plan(small, name).job
         assert (small_job.nodes, small_job.gpus_per_node) == (big_job.nodes, big_job.gpus_per_node), name
         assert small.run(name)["arch"]["kind"] == paper.run(name)["arch"]["kind"]
-        assert small.run(name)["model"]["vocab_size"] < 2048
-    assert train_plan(small, "hg8b_hg").segments == 3 and train_plan(small, "hg3b_hg").segments == 2
+        assert small.run(name)["model"]["vocab_size"] <= 2112  # the stand-ins, padded to 64
+    assert train_plan(small, "hg8b_hg").segments == 2 and train_plan(small, "hg3b_hg").segments == 2
+    assert train_plan(paper, "hg8b_hg").segments > 2
 
 
 def _preempt_when_holding(repo: Path, stop: threading.Event, seen: dict) -> None:
@@ -97,7 +97,7 @@ def test_the_paper_rehearsed_through_slurm(tmp_path):
         manifest = (work / run / "manifest.json").read_text()
         assert re.search(rf'"world_size": {world}\b', manifest), (run, manifest[:600])
     # Runs longer than a job: segment markers chained in the DAG.
-    assert len(list((work / "hg8b_hg" / "segments").glob("step-*.json"))) == 2
+    assert len(list((work / "hg8b_hg" / "segments").glob("step-*.json"))) == 1
     # The preempted run: SLURM's USR1 reached it, it checkpointed, the retry resumed it.
     assert seen.get("jobs"), "the held run was never seen in squeue"
     slurm_logs = list((repo / ".snakemake" / "slurm_logs" / "rule_train" / PREEMPTED[0]).glob("*.log"))

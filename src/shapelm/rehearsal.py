@@ -1,9 +1,9 @@
 """The paper at CPU size: `shapelm rehearse -- --profile slurm [TARGET]`.
 
 A rehearsal is configs/paper.yaml with everything kept but size: the same 74 runs, rules, SLURM
-resource shapes (1 GPU, 8 GPUs, 2 and 4 nodes, one process per GPU), segment counts, recipes
-and data source kinds, with widths / 32, heads / 8, sequences / 64, vocabularies those of small
-stand-in tokenizers and a few optimizer steps per run. Its inputs are real formats made from the
+resource shapes (1 GPU, 8 GPUs, 2 and 4 nodes, one process per GPU), segment chains (at most 2
+jobs), recipes and data source kinds, with widths / 32, heads / 8, layers / 4, sequences / 64,
+vocabularies those of small stand-in tokenizers and 6 optimizer steps per run. Its inputs are real formats made from the
 embedded corpus: OLMo-2 uint32 shards read over HTTP byte ranges, the v3-small validation
 files, tokenizers in a Hugging Face cache under the paper's repo ids, PG19 / Proof-pile / essay /
 QA files (shapelm.data.rehearsal, shapelm.longctx.rehearsal). Jobs see no GPU: each "GPU" is a
@@ -39,8 +39,9 @@ HEAD_DIVISOR = 8
 SEQ_DIVISOR = 64
 WIDTH_KEYS = ("d_model", "d_h", "d_ff", "d_attn")
 HEAD_KEYS = ("n_heads", "n_kv_heads")
-MIN_STEPS = 8
-MAX_SEGMENTS = 3  # first, middle and last segment: every link of a chain, at a tenth of the jobs
+LAYER_DIVISOR = 4  # 32 layers x 32 gloo ranks of FSDP collectives on two cores take minutes a step
+MIN_STEPS = 6
+MAX_SEGMENTS = 2  # a chain's two kinds of job (train_segment, then train) at the fewest 32-rank starts
 OVERRIDES_FILE = "overrides.json"
 
 
@@ -50,8 +51,13 @@ def _round_to(value: float, multiple: int) -> int:
 
 def shrink_arch(arch: dict[str, Any], scale_heads: int | None) -> dict[str, Any]:
     """Widths / 32 (multiples of 8, and of 8 x heads where a width sets the head size), heads
-    / 8, explicit head_dim / 8 (even, for RoPE); depth, K, kinds and ratios unchanged."""
+    / 8, explicit head_dim / 8 (even, for RoPE), layers / 4 (at least 3, a multiple of the
+    block count for `blocks`; LWS keeps its 12 / 18); K, kinds, schedules and ratios unchanged."""
     out = copy.deepcopy(arch)
+    if "n_layers" in out and out.get("kind") != "lws":  # LWS variants exist at 12 and 18 only
+        blocks = len(out.get("ratios", [])) or 1
+        layers = max(3, round(int(out["n_layers"]) / LAYER_DIVISOR))
+        out["n_layers"] = blocks * math.ceil(layers / blocks)
     heads = out.get("n_heads", scale_heads)
     small_heads = max(1, int(heads) // HEAD_DIVISOR) if heads else None
     for key in HEAD_KEYS:
@@ -72,6 +78,7 @@ def shrink_arch(arch: dict[str, Any], scale_heads: int | None) -> dict[str, Any]
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def _tokenizer_vocab(inputs: Path, spec: str) -> int | None:
     """The vocabulary of a stand-in tokenizer in the rehearsal's HF cache, padded to 64."""
     from shapelm.data.tokenizer import load_tokenizer
@@ -130,7 +137,9 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         segments[run["scale"]] = max(segments.get(run["scale"], 1), train_plan(paper_exp, name).segments)
 
     out["cluster"] = {**paper.get("cluster", {}), "signal_lead_s": 60, "startup_min": 1}
-    out["train_defaults"] = {**paper.get("train_defaults", {}), "checkpoint_every": 2,
+    # Checkpoints at segment ends and on signals only: gathering a full FSDP state over 32
+    # gloo ranks on two cores takes a minute.
+    out["train_defaults"] = {**paper.get("train_defaults", {}), "checkpoint_every": 1000,
                              "log_every": 1, "precision": "auto"}
     for scale_name, scale in out["scales"].items():
         if "n_heads" in scale:
@@ -173,10 +182,10 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     lc = out.setdefault("longctx", {})
     # The paper's s=16 from the rehearsal's 64-token pretraining: 1,024 tokens, the shortest
     # context where RULER's templates leave room for a haystack.
-    lc.update(factor=16, lengths=[512, 1024], finetune_steps=4, finetune_batch=32,
+    # (finetuned on 512-token segments: one a rank on 32 ranks.)
+    lc.update(factor=16, lengths=[512, 1024], seq_len=512, finetune_steps=2, finetune_batch=32,
               proofpile_min_tokens=1024, proofpile_num_docs=2, ruler_samples=2)
-    for key in ("original_length", "seq_len"):
-        lc.pop(key, None)
+    lc.pop("original_length", None)
     if "resources" in lc:  # the finetune's job shape stays; its request is the rehearsal's
         lc["resources"] = {**lc["resources"], "runtime_min": 20}
     out["decode"] = {**paper.get("decode", {}), "lengths": [256, 512]}

@@ -377,7 +377,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     torch.manual_seed(cfg.seed)
     amp = getattr(torch, cfg.autocast_dtype) if env.device.type == "cuda" else None
-    model, forward = loop._build(model_cfg, SHARDING, env, full, amp)
+    model, forward = loop.build_parallel(model_cfg, SHARDING, env, full, amp)
     del full
     if cfg.activation_checkpointing:
         enable_activation_checkpointing(model)
@@ -459,7 +459,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     if status == "completed":
         info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
-        final = loop._write_final(out, model, model_cfg, SHARDING, env, info)
+        final = loop.write_final(out, model, model_cfg, SHARDING, env, info)
         if env.is_main:
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)

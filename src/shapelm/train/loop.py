@@ -29,7 +29,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 from shapelm.config import TrainRecipe, config_hash, write_json_atomic
 from shapelm.data.repetition import repetition_mask
@@ -56,7 +55,7 @@ from shapelm.train.observe import (
     package_versions,
     peak_flops_for,
 )
-from shapelm.train.schedule import lr_at, param_groups
+from shapelm.train.schedule import lr_at
 
 log = logging.getLogger(__name__)
 
@@ -193,128 +192,16 @@ def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
-# -- model ------------------------------------------------------------------------------------
-def _precision(recipe: TrainRecipe, device: torch.device) -> torch.dtype | None:
-    if recipe.precision == "bf16" or (recipe.precision == "auto" and device.type == "cuda"):
-        return torch.bfloat16
-    return None
-
-
-def _initial_state(cfg: ModelConfig, recipe: TrainRecipe) -> dict[str, torch.Tensor]:
-    """The seeded float32 init, built on CPU so that it is the same on every device."""
-    torch.manual_seed(recipe.seed)
-    return build_model(cfg, "cpu").state_dict()
-
-
-def _build(cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv, full_state: dict, amp):
-    """Returns (raw model: holds the parameters, forward model: DDP wrapper or the same).
-
-    `full_state` is the full float32 state dict (the seeded init or a checkpoint); under FSDP
-    only rank 0 holds it (others pass {}) and it is broadcast and sharded."""
-    model = build_model(cfg, "meta")
-    if recipe.frozen_lm_head:
-        model.lm_head.weight.requires_grad_(False)
-    if recipe.compile:
-        for block in model.layers:
-            block.compile()
-    if _is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-        mp = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32)
-        for block in model.layers:
-            fully_shard(block, mp_policy=mp)
-        fully_shard(model, mp_policy=mp)
-        model.to_empty(device=env.device)
-        set_model_state_dict(
-            model, full_state,
-            options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
-        )
-        return model, model
-    model.to_empty(device=env.device)
-    model.load_state_dict(full_state)
-    if env.distributed:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        ids = [env.device.index] if env.device.type == "cuda" else None
-        return model, DDP(model, device_ids=ids)
-    return model, model
-
-
-def _is_fsdp(recipe: TrainRecipe, env: DistEnv) -> bool:
-    return env.distributed and recipe.distributed == "fsdp"
-
-
-def _param_names(model: nn.Module, optimizer) -> list[str]:
-    """Parameter names in the optimizer's id order (its state_dict numbers them 0, 1, ...)."""
-    name_of = {id(p): n for n, p in model.named_parameters()}
-    return [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
-
-
-def full_model_state(model: nn.Module, recipe: TrainRecipe, env: DistEnv) -> dict:
-    """Full float32 CPU state dict on rank 0 ({} on other ranks under FSDP)."""
-    if _is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_model_state_dict(model, options=opts)
-    if not env.is_main:
-        return {}
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
-
-def full_optimizer_state(model: nn.Module, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
-    """The optimizer state keyed by parameter name: `torch.distributed.checkpoint`'s full
-    optimizer state dict format, so DDP, FSDP and single-process checkpoints interchange."""
-    if _is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_optimizer_state_dict(model, optimizer, options=opts)
-    if not env.is_main:
-        return {}
-    names = _param_names(model, optimizer)
-    sd = optimizer.state_dict()
-    state = {
-        names[i]: {k: (v.detach().to("cpu", copy=True) if torch.is_tensor(v) else v) for k, v in s.items()}
-        for i, s in sd["state"].items()
-    }
-    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]]
-    return {"state": state, "param_groups": groups}
-
-
-def load_optimizer_state(model: nn.Module, optimizer, osd: dict, recipe: TrainRecipe, env: DistEnv) -> None:
-    if _is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
-        set_optimizer_state_dict(model, optimizer, osd, options=opts)
-        return
-    names = _param_names(model, optimizer)
-    index = {n: i for i, n in enumerate(names)}
-    saved = [n for g in osd["param_groups"] for n in g["params"]]
-    if sorted(saved) != sorted(names):
-        raise ShapelmError(
-            f"checkpoint optimizer state covers {len(saved)} parameters, the model trains "
-            f"{len(names)} (frozen_lm_head changed?)"
-        )
-    optimizer.load_state_dict({
-        "state": {index[n]: s for n, s in osd["state"].items()},
-        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in osd["param_groups"]],
-    })
-
-
-def _optimizer(model: nn.Module, recipe: TrainRecipe, env: DistEnv, fsdp: bool):
-    # fused kernels on GPU (plain tensors); the multi-tensor path elsewhere (DTensor under FSDP,
-    # and on CPU, where it is ~25% faster than torch's per-tensor default)
-    kwargs = {"fused": True} if env.device.type == "cuda" and not fsdp else {"foreach": True}
-    return torch.optim.AdamW(
-        param_groups(model, recipe.weight_decay),
-        lr=recipe.lr,
-        betas=tuple(recipe.betas),
-        eps=recipe.eps,
-        **kwargs,
-    )
+from shapelm.train.parallel import (  # noqa: E402  (re-exported: the finetune and tests use them)
+    autocast_dtype,
+    build_parallel,
+    full_model_state,
+    full_optimizer_state,
+    initial_state,
+    is_fsdp,
+    load_optimizer_state,
+    make_optimizer,
+)
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -385,7 +272,7 @@ def _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rconte
 
 
 def _load_checkpoint(path: Path, model, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
-    reads = env.is_main or not _is_fsdp(recipe, env)  # FSDP: rank 0 reads and broadcasts
+    reads = env.is_main or not is_fsdp(recipe, env)  # FSDP: rank 0 reads and broadcasts
     osd = ckpt.load_torch(path / "optimizer.pt", mmap=True) if reads else {}
     load_optimizer_state(model, optimizer, osd, recipe, env)
     del osd
@@ -399,7 +286,7 @@ def _load_checkpoint(path: Path, model, optimizer, recipe: TrainRecipe, env: Dis
 
 
 # -- final model -----------------------------------------------------------------------------
-def _write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv,
+def write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv,
                  info: dict) -> Path:
     msd = full_model_state(model, recipe, env)
     final = out_dir / "final"
@@ -467,8 +354,8 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     accum = grad_accumulation(recipe, env.world_size)
     store = _open_tokens(tokens_path, cfg, recipe, stop)
     rhash, rcontent = recipe_fingerprint(cfg, recipe, _data_identity(store))
-    fsdp = _is_fsdp(recipe, env)
-    amp = _precision(recipe, env.device)
+    fsdp = is_fsdp(recipe, env)
+    amp = autocast_dtype(recipe, env.device)
 
     # Already finished?
     final_state = out_dir / "final" / "train_state.json"
@@ -511,12 +398,12 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     torch.manual_seed(recipe.seed)
     if env.is_main or not fsdp:  # under FSDP rank 0 reads (or builds) and broadcasts
         full = (ckpt.load_torch(Path(resume[1]) / "model.pt", mmap=True) if resume
-                else _initial_state(cfg, recipe))
+                else initial_state(cfg, recipe))
     else:
         full = {}
-    model, forward = _build(cfg, recipe, env, full, amp)
+    model, forward = build_parallel(cfg, recipe, env, full, amp)
     del full
-    optimizer = _optimizer(model, recipe, env, fsdp)
+    optimizer = make_optimizer(model, recipe, env, fsdp)
     if resume:
         _load_checkpoint(Path(resume[1]), model, optimizer, recipe, env)
         log.info("resumed from %s (step %d of %d)", resume[1], start_step, total)
@@ -636,7 +523,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         info = {"step": step, "tokens": step * recipe.batch_tokens, "recipe_hash": rhash,
                 "config_hash": run_config.get("hash") or config_hash(run_config),
                 "name": run_config.get("name")}
-        final = _write_final(out_dir, model, cfg, recipe, env, info)
+        final = write_final(out_dir, model, cfg, recipe, env, info)
         if env.is_main:
             log.info("training complete: %s", final)
         return TrainResult("completed", step, total, out_dir, checkpoint=final)

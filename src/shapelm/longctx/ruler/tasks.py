@@ -22,7 +22,6 @@ Token counts use the evaluated model's tokenizer.
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 import re
