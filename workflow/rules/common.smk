@@ -22,7 +22,9 @@ if config.get("rehearsal"):  # shapelm rehearse: this config at CPU size (shapel
 else:
     EXP = load_experiment(config)
 # Everything a job would find out too late: data vs model vocabulary, inputs, cluster requests.
-raise_on(check_experiment(EXP), EXP.name)
+# (Checked where the workflow is planned; the jobs it submits re-read the Snakefile.)
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    raise_on(check_experiment(EXP), EXP.name)
 E = EXP.name
 RUNS = list(EXP.runs)
 WORK = wf.work_dir(E)
