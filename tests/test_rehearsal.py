@@ -82,7 +82,7 @@ def test_the_paper_rehearsed_through_slurm(tmp_path):
     cmd = ["timeout", "-s", "INT", "-k", "30", str(REHEARSAL_TIMEOUT_S), str(VENV_BIN / "shapelm"),
            "rehearse", "--", "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "2",
            "--seconds-between-status-checks", "5", "--latency-wait", "5", "--jobs", "24",
-           *EVALUATED_TARGETS, *models]
+           "--slurm-keep-successful-logs", *EVALUATED_TARGETS, *models]
     stop, seen = threading.Event(), {}
     watcher = threading.Thread(target=_preempt_when_holding, args=(repo, stop, seen), daemon=True)
     watcher.start()
@@ -92,7 +92,7 @@ def test_the_paper_rehearsed_through_slurm(tmp_path):
     took = time.monotonic() - started
     logs = "\n".join(f"--- {p}\n{p.read_text()[-2000:]}" for p in sorted((repo / "logs").rglob("*.log"))[-30:])
     assert proc.returncode == 0, f"{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}\n{logs}"
-    print(f"rehearsal: {took:.0f} s")
+    print(f"rehearsal: {took:.0f} s through SLURM")
 
     work, results = repo / "work" / "rehearsal" / "runs", repo / "results" / "rehearsal"
     trained = [n for n in names if (work / n / "final" / "model.safetensors").exists()]
@@ -108,6 +108,7 @@ def test_the_paper_rehearsed_through_slurm(tmp_path):
     assert len(list((work / "hg8b_hg" / "segments").glob("step-*.json"))) == 1
     # The preempted run: SLURM's USR1 reached it, it checkpointed, the retry resumed it.
     assert seen.get("jobs"), "the held run was never seen in squeue"
+    assert (work / PREEMPTED[0] / "HOLDING").exists()
     slurm_logs = list((repo / ".snakemake" / "slurm_logs" / "rule_train" / PREEMPTED[0]).glob("*.log"))
     assert len(slurm_logs) >= 2, slurm_logs
     assert "resumed from" in (repo / "logs" / "rehearsal" / "runs" / PREEMPTED[0] / "train.log").read_text()

@@ -327,3 +327,15 @@ def test_cli_list_and_errors(capsys, tmp_path):
     assert "results/paper/tables/hourglass_table2.csv" in out and "paper_figures/paper/" in out
     assert main(["results", "build", str(tmp_path / "nope.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_one_table_target_builds_only_that_table(exp, tmp_path):
+    # `snakemake table_NAME` runs `shapelm results build --only NAME`.
+    from shapelm.cli import main
+
+    rc = main(["results", "build", str(PAPER), "--only", "hourglass_table2",
+               "--results-dir", str(tmp_path / "r"), "--figures-dir", str(tmp_path / "f"),
+               "--work-dir", str(tmp_path / "w")])
+    assert rc == 0
+    tables = sorted(p.name for p in (tmp_path / "r" / "tables").iterdir())
+    assert "hourglass_table2.csv" in tables and "hourglass_table1.csv" not in tables

@@ -109,11 +109,13 @@ def write_captions(exp: Experiment | str | os.PathLike, report_dir: str | os.Pat
 
 def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.PathLike,
                   figures_dir: str | os.PathLike, work_dir: str | os.PathLike,
-                  report_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Regenerate every table (CSV, Markdown, LaTeX), the derived claims and every figure.
+                  report_dir: str | os.PathLike | None = None,
+                  only: set[str] | None = None) -> list[Path]:
+    """Regenerate every table (CSV, Markdown, LaTeX), the derived claims and every figure
+    (`only`: just the tables and figures of these names, and the claims).
 
     Whatever per-run results exist are used; missing ones show as "pending". Returns the paths
-    written (exactly `artifacts(exp, results_dir, figures_dir)`'s paths).
+    written (without `only`, exactly `artifacts(exp, results_dir, figures_dir)`'s paths).
     """
     from shapelm.results import claims as C
     from shapelm.results.context import Context
@@ -126,10 +128,12 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
     tables_dir = Path(results_dir) / "tables"
     written: list[Path] = []
     for name in regenerated_tables(exp):
-        written += write_table(build_table(ctx, name), tables_dir)
+        if only is None or name in only:
+            written += write_table(build_table(ctx, name), tables_dir)
     written += write_claims(C.derived_claims(ctx), tables_dir)
     for name in FIGURES:
-        written += write_figure(ctx, name, Path(figures_dir))
+        if only is None or name in only:
+            written += write_figure(ctx, name, Path(figures_dir))
     if report_dir is not None:
         write_captions(exp, report_dir)
     log.info("results: wrote %d files under %s and %s", len(written), results_dir, figures_dir)

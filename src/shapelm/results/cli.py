@@ -20,6 +20,8 @@ def add_commands(subparsers) -> None:
     b.add_argument("--work-dir", help="work/EXP (metrics.jsonl of each run); default from the config name")
     b.add_argument("--report-dir", default=None,
                    help="also write one .rst caption per artifact here (e.g. workflow/report)")
+    b.add_argument("--only", action="append", default=None, metavar="NAME",
+                   help="just this table/figure (repeatable; the targets table_NAME use it)")
     b.set_defaults(func=run_build)
 
     ls = sub.add_parser("list", help="print every artifact build writes (deterministic)")
@@ -52,7 +54,8 @@ def run_build(args: argparse.Namespace) -> int:
     if Path(rdir).exists() and not Path(rdir).is_dir():
         raise ResultsError(f"--results-dir {rdir}: exists and is not a directory")
     paths = build_results(exp, rdir, args.figures_dir or workflow.figures_dir(exp.name),
-                          args.work_dir or workflow.work_dir(exp.name), report_dir=args.report_dir)
+                          args.work_dir or workflow.work_dir(exp.name), report_dir=args.report_dir,
+                          only=set(args.only) if args.only else None)
     print(f"wrote {len(paths)} files: tables in {Path(rdir) / 'tables'}, figures in "
           f"{args.figures_dir or workflow.figures_dir(exp.name)}")
     return 0

@@ -243,8 +243,8 @@ def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | N
         if not base_id or base_id == row.id or base_id not in by_id:
             return None
         a, b = src.get(ctx, row), src.get(ctx, by_id[base_id])
-        if a is None or b is None:
-            return None
+        if a is None or b is None or (mode == "rel" and b == 0):
+            return None  # a change relative to zero (a 0% accuracy base) has no value
         return a / b - 1.0 if mode == "rel" else a - b
 
     return Col(name, header, src.kind, get, "pct" if mode == "rel" else "f3")
