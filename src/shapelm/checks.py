@@ -8,7 +8,6 @@ code (shapelm.longctx.plan); this module adds what a job asks of the cluster.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import sys
@@ -19,14 +18,10 @@ from shapelm.errors import ConfigError
 
 
 def _stage_checks(exp: Experiment) -> list[str]:
-    errors: list[str] = []
-    for module, name in (("shapelm.data.plan", "check_data"), ("shapelm.longctx.plan", "check_longctx")):
-        try:
-            check = getattr(importlib.import_module(module), name)
-        except (ModuleNotFoundError, AttributeError):
-            continue
-        errors.extend(check(exp))
-    return errors
+    from shapelm.data.plan import check_data
+    from shapelm.longctx.plan import check_longctx
+
+    return [*check_data(exp), *check_longctx(exp)]
 
 
 def training_gpu_mem_gb(run: dict[str, Any], world_size: int) -> float:

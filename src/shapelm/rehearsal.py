@@ -22,13 +22,11 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
-import http.server
 import json
 import math
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -158,20 +156,18 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         res["runtime_min"] = 20
         res.pop("mem_mb", None)
     data = out.setdefault("data", {})
-    for scale in out["scales"].values():
-        tok = merge(data, scale.get("data", {})).get("tokenizer")
-        scale["_tokenizer"] = tok
+    tokenizer_of = {name: merge(data, scale.get("data", {})).get("tokenizer")
+                    for name, scale in out["scales"].items()}
     for run in out["runs"].values():
         scale = out["scales"][run["scale"]]
         arch = merge(paper.get("model_defaults", {}), run["arch"])
         small = shrink_arch(run["arch"], scale.get("n_heads") and scale["n_heads"] * HEAD_DIVISOR)
-        vocab = _tokenizer_vocab(inputs, scale["_tokenizer"]) if scale.get("_tokenizer") else None
+        tok = tokenizer_of[run["scale"]]
+        vocab = _tokenizer_vocab(inputs, tok) if tok else None
         if vocab and "vocab_size" in arch:
             small["vocab_size"] = vocab
         run["arch"] = small
         run["eval"] = {**run.get("eval", {}), "tasks": ["heldout"]}
-    for scale in out["scales"].values():
-        scale.pop("_tokenizer", None)
     if "vocab_size" in out.get("model_defaults", {}):
         tok = data.get("tokenizer")
         vocab = _tokenizer_vocab(inputs, tok) if tok else None
@@ -214,64 +210,8 @@ def write_inputs(inputs: Path) -> dict[str, Any]:
     return overrides
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # the slicer makes thousands of range requests
-        pass
-
-
-def serve(directory: Path, host: str = "127.0.0.1", port: int = 0) -> tuple[str, http.server.ThreadingHTTPServer]:
-    """Serve `directory` over HTTP with byte-range requests, as the OLMo data host does."""
-    handler = functools.partial(_RangeHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer((host, port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://{host}:{server.server_address[1]}", server
-
-
-class _RangeHandler(_QuietHandler):
-    """SimpleHTTPRequestHandler with single `Range: bytes=a-b` requests, as object stores do."""
-
-    def send_head(self):
-        rng = self.headers.get("Range")
-        if not rng or not rng.startswith("bytes="):
-            return super().send_head()
-        path = Path(self.translate_path(self.path))
-        if not path.is_file():
-            self.send_error(404)
-            return None
-        size = path.stat().st_size
-        first, _, last = rng[6:].partition("-")
-        start = int(first) if first else max(0, size - int(last))
-        end = min(size - 1, int(last)) if (first and last) else size - 1
-        if start > end or start >= size:
-            self.send_error(416)
-            return None
-        fh = open(path, "rb")
-        fh.seek(start)
-        self.send_response(206)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("Content-Length", str(end - start + 1))
-        self.end_headers()
-        return _Limited(fh, end - start + 1)
-
-
-class _Limited:
-    def __init__(self, fh, n: int) -> None:
-        self.fh, self.left = fh, n
-
-    def read(self, size: int = -1) -> bytes:
-        if self.left <= 0:
-            return b""
-        size = self.left if size < 0 else min(size, self.left)
-        data = self.fh.read(size)
-        self.left -= len(data)
-        return data
-
-    def close(self) -> None:
-        self.fh.close()
-
-
 def _rehearse(args) -> int:
+    from shapelm.data.rehearsal import serve  # byte-range requests, as the OLMo data host serves
     inputs = Path(args.inputs).resolve()
     if args.rewrite or not (inputs / OVERRIDES_FILE).exists():
         print(f"shapelm rehearse: writing inputs to {inputs}", file=sys.stderr, flush=True)
@@ -280,7 +220,7 @@ def _rehearse(args) -> int:
     # rerun on another port would redo (and first refuse) the slices already written.
     port = args.port if args.port else 20000 + int.from_bytes(str(inputs).encode(), "big") % 20000
     try:
-        url, server = serve(inputs, args.host, port)
+        server, url = serve(inputs, port=port, host=args.host)
     except OSError as err:
         raise ConfigError(f"rehearse: cannot serve on {args.host}:{port} ({err}); pass --port") from None
     print(f"shapelm rehearse: serving {inputs} at {url}", file=sys.stderr, flush=True)
@@ -294,6 +234,7 @@ def _rehearse(args) -> int:
         return subprocess.call(cmd)
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def add_commands(subparsers) -> None:
