@@ -320,20 +320,19 @@ def yarn_finetune(
     (raised to 1.5x the measured checkpoint time) plus two steps. ``on_step(record)`` runs on
     every rank after every update.
     """
-    from shapelm.train.distributed import init_distributed, shutdown
+    from shapelm.train.distributed import process_group
     from shapelm.train.preempt import Preemption
 
     cfg = config or FinetuneConfig()
     cfg.validate()
     preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)  # the clock starts
-    env = init_distributed(cfg.device)
-    try:
-        preempt.install()
-        return _finetune(model_dir, data, Path(out_dir), cfg, tokenizer, split, max_steps_this_call,
-                         preempt, stop_margin_s, on_step, env)
-    finally:
-        preempt.restore()
-        shutdown(env)
+    with process_group(cfg.device) as env:
+        try:
+            preempt.install()
+            return _finetune(model_dir, data, Path(out_dir), cfg, tokenizer, split, max_steps_this_call,
+                             preempt, stop_margin_s, on_step, env)
+        finally:
+            preempt.restore()
 
 
 def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split, max_steps_this_call,

@@ -14,6 +14,7 @@ NCCL is used on GPU, gloo on CPU.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
@@ -151,9 +152,29 @@ def broadcast_object(obj, env: DistEnv):
     return box[0]
 
 
-def shutdown(env: DistEnv) -> None:
+def shutdown(env: DistEnv, *, synchronise: bool = True) -> None:
+    """Destroy the process group. After a clean run every rank first meets at a barrier: a rank
+    that tears gloo down while a peer still has a collective or its connection in flight can
+    kill the peer at exit ("terminate called without an active exception"), and srun's
+    --kill-on-bad-exit then ends the whole step after its work was done. After an error there
+    is no barrier: the peers may never arrive."""
     if env.distributed and dist.is_initialized():
+        if synchronise:
+            barrier(env)
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def process_group(device: str | None = None):
+    """`with process_group(device) as env:` - the process group for the body, torn down after."""
+    env = init_distributed(device)
+    try:
+        yield env
+    except BaseException:
+        shutdown(env, synchronise=False)
+        raise
+    else:
+        shutdown(env)
 
 
 def hostname() -> str:

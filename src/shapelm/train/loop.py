@@ -44,8 +44,7 @@ from shapelm.train.distributed import (
     barrier,
     broadcast_object,
     hostname,
-    init_distributed,
-    shutdown,
+    process_group,
 )
 from shapelm.train.observe import (
     MetricsLog,
@@ -336,15 +335,14 @@ def train(
     cfg, recipe = _resolve(run_config)
     out_dir = Path(out_dir)
     tokens_path = _data_dir(run_config, data_dir)
-    env = init_distributed(device)
     preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)
-    try:
-        preempt.install()
-        return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
-                      max_steps, peak_flops, progress, on_step)
-    finally:
-        preempt.restore()
-        shutdown(env)
+    with process_group(device) as env:
+        try:
+            preempt.install()
+            return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
+                          max_steps, peak_flops, progress, on_step)
+        finally:
+            preempt.restore()
 
 
 def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_steps,
