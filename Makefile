@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # This machine sets PYTHONDONTWRITEBYTECODE, which makes every process recompile torch (~20 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: env test test-slow demo dry-run plan lock bench clean-demo
+.PHONY: env test test-slow demo dry-run plan lock bench clean-demo rehearse
 
 env: $(VENV)/.installed
 
@@ -36,6 +36,12 @@ demo: env
 # Plan the full paper without running anything.
 dry-run: env
 	$(VENV)/bin/snakemake --configfile configs/paper.yaml -n --quiet rules
+
+# The paper at CPU size through SLURM: all 74 runs trained, Table 2's pairs evaluated (needs a
+# cluster: `bash .ci/gpu-cluster.sh` emulates one here; ~30 min on 2 cores).
+rehearse: env
+	$(VENV)/bin/shapelm rehearse -- --profile slurm --jobs 24 run_hg113m_conv table_hourglass_table2 \
+		$$($(PY) -c "from shapelm.config import load_experiment as l; print(' '.join(f'work/rehearsal/runs/{n}/final/model.safetensors' for n in l('configs/paper.yaml').runs))")
 
 plan: env
 	$(VENV)/bin/shapelm plan configs/paper.yaml
