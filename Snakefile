@@ -19,6 +19,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/longctx.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/results.smk"
+include: "workflow/rules/recipes.smk"
 include: "workflow/rules/targets.smk"
 
 
@@ -27,6 +28,7 @@ rule all:
     default_target: True
     input:
         ARTIFACT_PATHS,
+        RECIPE_DIFF_OUTPUTS,
 
 
 # `shapelm cluster check-submit` asks sbatch about every job the executor would submit: it

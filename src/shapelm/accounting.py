@@ -23,7 +23,7 @@ from shapelm.model.config import ModelConfig
 
 @dataclass(frozen=True)
 class ParamCounts:
-    embedding: int  # input embedding + LM head (untied)
+    embedding: int  # input embedding + LM head (two matrices; one when tied)
     attention: int  # Q, K, V, O matrices
     ffn: int  # all sub-MLP matrices
     norm: int  # every RMSNorm weight: pre-attention, QK-norms, one per sub-MLP, final
@@ -40,7 +40,10 @@ class ParamCounts:
         return {**asdict(self), "non_embedding": self.non_embedding, "total": self.total}
 
 
-def param_counts(cfg: ModelConfig) -> ParamCounts:
+def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamCounts:
+    """`tie_embeddings` counts one shared input/output matrix (default: the config's setting;
+    the released Hourglass code ties them, shapelm.recipes)."""
+    tied = cfg.tie_embeddings if tie_embeddings is None else tie_embeddings
     d = cfg.d_model
     attention = ffn = norm = 0
     for layer in cfg.layers:
@@ -52,7 +55,8 @@ def param_counts(cfg: ModelConfig) -> ParamCounts:
             ffn += 3 * d * width
             norm += d
     norm += d  # final norm
-    return ParamCounts(embedding=2 * cfg.vocab_size * d, attention=attention, ffn=ffn, norm=norm)
+    matrices = 1 if tied else 2
+    return ParamCounts(embedding=matrices * cfg.vocab_size * d, attention=attention, ffn=ffn, norm=norm)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "shapelm.decode.cli",
     "shapelm.results.cli",
     "shapelm.workflow_cli",
+    "shapelm.recipes",
     "shapelm.launch",
     "shapelm.slurm_check",
     "shapelm.rehearsal",

@@ -216,11 +216,16 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> d
     if scale not in data.get("scales", {}):
         raise ConfigError(f"{where}: runs.{run_name}.scale: unknown scale {scale!r}")
     scale_cfg = data["scales"][scale]
-    arch = merge(data.get("model_defaults", {}), run["arch"])
+    # The run's recipe (shapelm.recipes): `official` overrides with the released code's values.
+    from shapelm.recipes import recipe_overrides
+
+    recipe_train, recipe_arch, recipe_record = recipe_overrides(data, run_name, where)
+    arch = merge(merge(data.get("model_defaults", {}), recipe_arch), run["arch"])
     if "n_heads" not in arch and arch.get("attention", True) and arch.get("kind") != "explicit":
         if "n_heads" in scale_cfg:
             arch["n_heads"] = scale_cfg["n_heads"]  # Table 4 gives attention heads per scale
-    train_dict = merge(merge(data.get("train_defaults", {}), scale_cfg.get("train", {})), run.get("train", {}))
+    train_dict = merge(merge(data.get("train_defaults", {}), scale_cfg.get("train", {})), recipe_train)
+    train_dict = merge(train_dict, run.get("train", {}))
     recipe = TrainRecipe.from_dict(train_dict, f"{where}: runs.{run_name}.train")
     arch.setdefault("max_seq_len", recipe.seq_len)
     model = build_model_config(arch, f"{where}: runs.{run_name}.arch")
@@ -237,6 +242,8 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> d
         "eval": merge(data.get("eval", {}), run.get("eval", {})),
         "longctx": bool(run.get("longctx", False)),
     }
+    if recipe_record:  # only `official`: the paper recipe leaves run configs (and hashes) as they were
+        resolved["recipe"] = recipe_record
     resolved["hash"] = config_hash(resolved)
     return resolved
 

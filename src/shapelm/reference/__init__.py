@@ -17,6 +17,7 @@ API::
     runs() -> dict[str, list[str]]           # run name -> tables it appears in
     derived_checks() -> list[Check]          # the papers' internal arithmetic, ok or not
     noted_checks() -> dict[str, str]         # check name -> the table note that explains it
+    load_recipes() -> dict                   # recipes.yaml: paper vs official training recipes
 
 `PrintedNumber("906.1M").value == 906.1e6`; `.matches(x, scale=1.0)` is True when x / scale
 rounds to the printed number at its printed precision (half-way cases either way).
@@ -47,9 +48,14 @@ __all__ = [
     "derived_checks",
     "noted_checks",
     "validate",
+    "RECIPES_PATH",
+    "load_recipes",
 ]
 
 PAPER_VALUES_PATH = Path(__file__).with_name("paper_values.yaml")
+# The training recipes as printed (`paper`) and as released (`official`), with provenance;
+# applied and compared by shapelm.recipes.
+RECIPES_PATH = Path(__file__).with_name("recipes.yaml")
 
 # --------------------------------------------------------------------------- numbers
 
@@ -177,6 +183,15 @@ def _load(path: str) -> dict:
 def load_paper_values(path: str | Path | None = None) -> dict:
     """The parsed paper values file (cached per path). Treat the result as read-only."""
     return _load(str(Path(path) if path is not None else PAPER_VALUES_PATH))
+
+
+@functools.cache
+def load_recipes() -> dict:
+    """The parsed recipes file (cached). Treat the result as read-only."""
+    data = yaml.safe_load(RECIPES_PATH.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "recipes" not in data or "repositories" not in data:
+        raise ValueError(f"{RECIPES_PATH}: expected top-level 'recipes' and 'repositories'")
+    return data
 
 
 def tables() -> list[str]:

@@ -56,9 +56,14 @@ def compute_saving(conv: Fit, hg: Fit, acc: float) -> float:
     return 1 - 10 ** ((acc - hg.a) / hg.b - (acc - conv.a) / conv.b)
 
 
-def fig4_points_paper() -> dict[str, tuple[list[float], list[float]]]:
-    """Paper points: C = printed per-step FLOPs x (Table 4 tokens / 4,194,304), Acc = Table 2's."""
-    tokens = {"906m": 18e9, "3b": 60e9, "8b": 160e9}
+TABLE4_TOKENS = {"906m": 18e9, "3b": 60e9, "8b": 160e9}
+
+
+def fig4_points_paper(tokens: dict[str, float] | None = None) -> dict[str, tuple[list[float], list[float]]]:
+    """Paper points: C = printed per-step FLOPs x (tokens / 4,194,304), Acc = Table 2's.
+
+    `tokens` per scale defaults to Table 4's; shapelm.recipes passes the released code's."""
+    tokens = TABLE4_TOKENS if tokens is None else tokens
     out: dict[str, tuple[list[float], list[float]]] = {"conv": ([], []), "hg": ([], [])}
     for arch in ("conv", "hg"):
         for s, tok in tokens.items():

@@ -1,0 +1,20 @@
+# Paper text vs released code: every training-recipe field where they differ, with both values
+# and their sources, and the printed numbers the choice changes. Built from the reference data
+# (src/shapelm/reference/recipes.yaml), never from a network; shapelm.recipes has the logic.
+from shapelm.reference import RECIPES_PATH
+
+RECIPE_DIFF_OUTPUTS = [f"{RESULTS}/tables/recipe_diff.csv", f"{RESULTS}/tables/recipe_diff.md"]
+
+
+rule recipe_diff:
+    """The recipe diff table of this experiment (which runs follow which recipe)."""
+    localrule: True
+    input:
+        experiment=f"{WORK}/experiment.json",
+        recipes=str(RECIPES_PATH),
+    output:
+        RECIPE_DIFF_OUTPUTS,
+    log:
+        f"{LOGS}/recipe_diff.log",
+    shell:
+        "shapelm recipe diff {input.experiment} --write {RESULTS}/tables > {log} 2>&1"
