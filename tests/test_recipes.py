@@ -148,6 +148,7 @@ def test_unknown_recipe_and_waiver_are_errors(paper_data):
 
 def test_lws_official_learning_rate_is_constant(paper_data):
     waive = [f.name for f in RC.fields("lws_190M").values() if not f.official.supported]
+    assert sorted(waive) == ["token_file_dtype", "training_data"]  # what the pipeline will not copy
     data = _only(paper_data, ["lws_vanilla_18l"], recipe="official", recipe_waive=waive)
     recipe = run_recipe(load_experiment(data).run("lws_vanilla_18l"))
     assert (recipe.total_steps, recipe.batch_tokens, recipe.seed, recipe.weight_decay) == (13000, 393216, 42, 0.01)
