@@ -264,6 +264,9 @@ def derived_rows() -> list[dict[str, str]]:
         f"printed {fig4['r2_first']} (Figure 4 caption); {tok['paper']} vs {tok['official']}")
     add("figure4", "fit R^2, hourglass", ph.r2, oh.r2, ".4f", how,
         f"printed {fig4['r2_second']} (Figure 4 caption); {tok['paper']} vs {tok['official']}")
+    for label, p_fit, o_fit in (("conventional", pc, oc), ("hourglass", ph, oh)):
+        add("figure4", f"fit slope b per decade of C, {label}", p_fit.b, o_fit.b, ".4f", how,
+            f"not printed; {tok['paper']} vs {tok['official']}")
     add("figure4", "compute saving at matched accuracy", ps, os_, ".2%", how + "; read at the mean accuracy",
         f"printed {fig4['compute_saving']} (abstract, Section 4.5); {tok['paper']} vs {tok['official']}")
 
