@@ -99,3 +99,62 @@ def test_write_rejects_bad_ids(tmp_path):
 def test_iter_chunks():
     parts = list(iter_chunks([np.arange(5), np.arange(5, 12)], 4))
     assert [p.tolist() for p in parts] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+@pytest.mark.parametrize("bad", ["../outside.u32", "/etc/passwd", "sub/../../x.u32", "", 7])
+def test_manifest_paths_stay_in_the_directory(tmp_path, bad):
+    d = make_dir(tmp_path)
+    (tmp_path / "outside.u32").write_bytes(np.arange(10, dtype="<u4").tobytes())
+    m = json.loads((d / "manifest.json").read_text())
+    m["files"][0]["path"] = bad
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DataError, match=r"manifest\.json: file path .*(outside|string)"):
+        TokenStore(d, check_ids=False)
+
+
+def test_checksum_cache_skips_unchanged_files(tmp_path, monkeypatch):
+    from shapelm.data import tokens
+
+    d = make_dir(tmp_path)
+    cache = tmp_path / "cache.json"
+    hashed = []
+    real = tokens.sha256_file
+    monkeypatch.setattr(tokens, "sha256_file", lambda p: hashed.append(p.name) or real(p))
+    TokenStore(d).verify_checksums(cache)
+    assert sorted(hashed) == ["part-00000.u32", "part-00001.u32"] and cache.is_file()
+    hashed.clear()
+    TokenStore(d).verify_checksums(cache)  # a restart: nothing read again
+    assert hashed == []
+    # an altered file (same size, new mtime) is hashed again and refused
+    f = d / "part-00001.u32"
+    a = np.fromfile(f, dtype="<u4")
+    a[3] = (a[3] + 1) % 1000
+    a.tofile(f)
+    with pytest.raises(DataError, match=r"part-00001\.u32: sha256 mismatch"):
+        TokenStore(d).verify_checksums(cache)
+    assert hashed == ["part-00001.u32"]
+
+
+def test_read_checked_names_file_and_position(tmp_path):
+    d = make_dir(tmp_path)
+    f = d / "part-00001.u32"
+    a = np.fromfile(f, dtype="<u4")
+    a[4] = 5000  # >= vocab 1000, behind a stale manifest
+    a.tofile(f)
+    s = TokenStore(d, check_ids=False)
+    np.testing.assert_array_equal(s.read_checked(0, 12), np.arange(12))
+    with pytest.raises(DataError, match=r"part-00001\.u32: token id 5000 at position 4 >= vocab_size 1000"):
+        s.read_checked(8, 10)
+    assert s.locate(14) == (f, 4)
+
+
+def test_written_files_are_group_readable(tmp_path):
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        d = make_dir(tmp_path)
+    finally:
+        os.umask(previous)
+    for p in d.iterdir():
+        assert p.stat().st_mode & 0o777 == 0o644, p  # mkstemp alone gives 0600

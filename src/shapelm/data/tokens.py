@@ -49,6 +49,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | memoryview) -> Non
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, new_file_mode())  # mkstemp creates 0600; outputs are shared with the group
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -58,6 +59,13 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | memoryview) -> Non
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def new_file_mode() -> int:
+    """The mode `open()` gives a new file (0666 less the umask: 0644 under the usual 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -153,6 +161,29 @@ def read_manifest(path: str | os.PathLike) -> dict:
         raise DataError(f"{mpath}: invalid JSON ({e})") from e
 
 
+def confined_path(name: Any, manifest: Path) -> str:
+    """A manifest's file path, refused unless it is a plain relative path inside the
+    manifest's directory (no absolute path, no `..`): a manifest is data and must not make
+    training read files elsewhere."""
+    if not isinstance(name, str) or not name:
+        raise DataError(f"{manifest}: file path {name!r} is not a non-empty string")
+    parts = Path(name).parts
+    if Path(name).is_absolute() or ".." in parts or "\0" in name:
+        raise DataError(
+            f"{manifest}: file path {name!r} points outside the manifest's directory; token "
+            "files must lie in the directory (relative paths without '..')"
+        )
+    return name
+
+
+def _read_checksum_cache(path: str | os.PathLike) -> dict:
+    try:
+        cache = json.loads(Path(path).read_text())
+    except (OSError, ValueError):  # none yet, or unreadable: verify everything again
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
 class TokenStore:
     """Read-only, memory-mapped view of a token directory.
 
@@ -181,7 +212,7 @@ class TokenStore:
         self.files: list[Path] = []
         sizes = []
         for entry in m["files"]:
-            f = self.path / entry["path"]
+            f = self.path / confined_path(entry.get("path"), where)
             n = int(entry["n_tokens"])
             if not f.is_file():
                 raise DataError(f"{f}: token file listed in {where} is missing")
@@ -216,14 +247,30 @@ class TokenStore:
             self.check_ids()
 
     # -- validation -----------------------------------------------------------------------
-    def verify_checksums(self) -> None:
+    def verify_checksums(self, cache: str | os.PathLike | None = None) -> None:
+        """Recompute every file's sha256 and compare it with the manifest's.
+
+        With `cache` (a small JSON file, e.g. in the run directory), a file whose size and
+        mtime match the ones recorded when it last verified is not read again, so a restart
+        costs a `stat` per file; the cache is rewritten when anything was hashed."""
+        known = _read_checksum_cache(cache) if cache is not None else {}
+        hashed = False
         for entry, f in zip(self.manifest["files"], self.files):
             want = entry.get("sha256")
             if want is None:
                 raise DataError(f"{f}: no sha256 in the manifest to verify against")
+            st = f.stat()
+            key = str(f.resolve())
+            seen = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": want}
+            if known.get(key) == seen:
+                continue
             got = sha256_file(f)
             if got != want:
                 raise DataError(f"{f}: sha256 mismatch (manifest {want}, file {got})")
+            known[key] = seen
+            hashed = True
+        if cache is not None and hashed:
+            atomic_write_json(cache, known)
 
     def check_ids(self) -> None:
         """Scan every file in chunks; raise naming file, position and value of a bad id."""
@@ -251,6 +298,26 @@ class TokenStore:
 
     def __len__(self) -> int:
         return self.n_tokens
+
+    def read_checked(self, start: int, length: int) -> np.ndarray:
+        """`read`, and every id ``< vocab_size`` (one `max` over what was read: the ids of a
+        whole stream are not scanned at open, so a stale manifest is caught here, naming the
+        file and position, rather than as an IndexError inside the model)."""
+        out = self.read(start, length)
+        if out.size and int(out.max()) >= self.vocab_size:
+            bad = start + int(np.argmax(out >= self.vocab_size))
+            f, pos = self.locate(bad)
+            raise DataError(
+                f"{f}: token id {int(out[bad - start])} at position {pos} >= vocab_size "
+                f"{self.vocab_size} of {self.path / MANIFEST} (stale manifest, wrong dtype or "
+                "tokenizer?)"
+            )
+        return out
+
+    def locate(self, position: int) -> tuple[Path, int]:
+        """(file, position in that file) of stream position `position`."""
+        i = int(np.searchsorted(self.offsets, position, side="right")) - 1
+        return self.files[i], position - int(self.offsets[i])
 
     def read(self, start: int, length: int) -> np.ndarray:
         """Tokens ``[start, start + length)`` of the concatenated stream (a new uint32 array)."""

@@ -9,17 +9,23 @@ Layout of one checkpoint (every `.pt` file loads with `torch.load(..., weights_o
     trainer.pt          {"step", "tokens", "next_instance", "scheduler": {...},
                          "recipe_hash", "world_size", "format"}
     rng-rank00000.pt    one per rank: python / numpy / torch CPU / CUDA generator states
-    meta.json           human-readable summary and the byte size of every file above;
-                        written last
+    meta.json           human-readable summary, and the byte size and sha256 of every
+                        file above; written last
 
 A checkpoint is written into `checkpoints/.tmp-step-XXXXXXXX/`, every file is fsynced, then
 the directory is renamed to `step-XXXXXXXX` (atomic on POSIX file systems) and the parent is
 fsynced. So a `step-*` directory is always complete; a leftover `.tmp-*` directory (a writer
 killed mid-save) is ignored and removed at the next start.
+
+On resume the newest checkpoint whose files all have the size and sha256 that `meta.json`
+records is used; a newer one that is truncated, unreadable or altered (a flipped bit on disk,
+a half-copied directory) is skipped with a warning naming the file. The sha256 of the large
+files is computed while they are written, so saving reads nothing back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -32,6 +38,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from shapelm.data.tokens import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +62,36 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def save_torch(obj: Any, path: Path) -> None:
-    with open(path, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
+class _HashingWriter:
+    """A write-only file that hashes what passes through it."""
+
+    def __init__(self, f):
+        self.f, self.sha256 = f, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def save_torch(obj: Any, path: Path) -> str:
+    """`torch.save` to `path`, fsynced; returns the file's sha256. A disk failure (a full
+    disk, an I/O error) is a StorageError naming the file."""
+    from shapelm.train.storage import storage_error
+
+    try:
+        with open(path, "wb") as f:
+            writer = _HashingWriter(f)
+            torch.save(obj, writer)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        raise storage_error(err, path) from None
+    except RuntimeError as err:  # torch's zip writer wraps the OS error of a failed write
+        raise storage_error(OSError(str(err)), path) from None
+    return writer.sha256.hexdigest()
 
 
 def load_torch(path: Path, mmap: bool = False) -> Any:
@@ -125,23 +158,42 @@ def list_checkpoints(out_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def is_valid(path: Path, world_size: int | None = None) -> bool:
-    """A checkpoint is usable if meta.json parses and every file it lists has its size."""
+def problem(path: Path, verify: bool = True) -> str | None:
+    """Why the checkpoint `path` is not usable (None: it is): meta.json must parse and list
+    the main files, every file it lists must have its recorded size and (`verify`) sha256.
+    Checkpoints written before sha256s were recorded are checked by size only."""
     try:
         meta = json.loads((path / "meta.json").read_text())
-        for name, size in meta["files"].items():
-            if (path / name).stat().st_size != size:
-                return False
-        return all(name in meta["files"] for name in MAIN_FILES)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+        files, digests = meta["files"], meta.get("sha256") or {}
+        missing = [name for name in MAIN_FILES if name not in files]
+        if missing:
+            return f"meta.json lists no {', '.join(missing)}"
+        for name, size in files.items():
+            have = (path / name).stat().st_size
+            if have != size:
+                return f"{path / name}: {have} bytes, meta.json records {size} (truncated?)"
+        if verify:
+            for name, want in digests.items():
+                got = sha256_file(path / name)
+                if got != want:
+                    return f"{path / name}: sha256 {got} differs from meta.json's {want} (altered?)"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        return f"unreadable ({type(err).__name__}: {err})"
+    return None
 
 
-def latest_valid(out_dir: Path) -> tuple[int, Path] | None:
+def is_valid(path: Path, verify: bool = False) -> bool:
+    """Complete by the sizes meta.json records (and, with `verify`, by their sha256)."""
+    return problem(path, verify) is None
+
+
+def latest_valid(out_dir: Path, verify: bool = True) -> tuple[int, Path] | None:
+    """The newest usable checkpoint, each newer one skipped with a warning that says why."""
     for step, path in reversed(list_checkpoints(out_dir)):
-        if is_valid(path):
+        why = problem(path, verify)
+        if why is None:
             return step, path
-        log.warning("%s: incomplete or corrupt checkpoint, skipped", path)
+        log.warning("%s: checkpoint skipped, the previous one is used instead: %s", path, why)
     return None
 
 
@@ -185,10 +237,16 @@ def begin_save(out_dir: Path, step: int) -> Path:
     return tmp
 
 
-def finish_save(tmp: Path, step: int, meta: dict[str, Any]) -> Path:
-    """Rank 0, after every rank has written its files into `tmp`: seal and rename."""
-    files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
-    meta = {"format": FORMAT, "step": step, "time": time.time(), **meta, "files": files}
+def finish_save(tmp: Path, step: int, meta: dict[str, Any],
+                digests: dict[str, str] | None = None) -> Path:
+    """Rank 0, after every rank has written its files into `tmp`: seal and rename.
+    `digests`: sha256 of files already known (computed while writing); the others (the small
+    per-rank RNG files) are hashed here."""
+    names = [p.name for p in sorted(tmp.iterdir()) if p.is_file()]
+    files = {name: (tmp / name).stat().st_size for name in names}
+    sha = {name: (digests or {}).get(name) or sha256_file(tmp / name) for name in names}
+    meta = {"format": FORMAT, "step": step, "time": time.time(), **meta, "files": files,
+            "sha256": sha}
     meta_path = tmp / "meta.json"
     with open(meta_path, "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True, default=str)

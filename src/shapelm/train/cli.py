@@ -1,9 +1,13 @@
 """`shapelm train RUN_CONFIG --out DIR`: pretrain (or resume) one run.
 
 Exit status: 0 done (or already done, or stopped at --max-steps); 2 a user error (bad config,
-bad data, non-finite loss); 128 + signal number when preempted by SIGTERM (143) or SIGUSR1
-(138) after writing a checkpoint, or when --time-limit is about to run out (138). Run the same
-command again to resume.
+bad or corrupt data, an unwritable or full disk, another trainer on --out, non-finite loss),
+printed as one line naming the file; 128 + signal number when stopped by SIGTERM (143),
+SIGUSR1 (138), Ctrl-C / SIGINT (130) or SIGHUP (129) after writing a checkpoint, or when
+--time-limit is about to run out (138). Run the same command again to resume.
+
+Bitwise-equal resumption needs the same CPU thread count: pass --threads (or set
+SHAPELM_THREADS); the count used is recorded in DIR/manifest.json.
 """
 
 from __future__ import annotations
@@ -13,10 +17,26 @@ import argparse
 
 def _train(args) -> int:
     from shapelm.config import load_run_config, write_json_atomic
+    from shapelm.errors import ShapelmError
     from shapelm.train.loop import train
 
     run = load_run_config(args.run_config)
-    result = train(
+    try:
+        result = _run(train, run, args)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's checkpoint was written
+        raise ShapelmError(
+            f"{args.out}: interrupted before the checkpoint was complete; run the same command "
+            "again to resume from the previous one"
+        ) from None
+    if args.state_out and result.exit_code == 0 and _is_rank_zero():
+        write_json_atomic(args.state_out, {"status": result.status, "step": result.step,
+                                           "total_steps": result.total_steps,
+                                           "run": run.get("name"), "config_hash": run.get("hash")})
+    return result.exit_code
+
+
+def _run(train, run, args):
+    return train(
         run,
         args.out,
         data_dir=args.data,
@@ -26,12 +46,8 @@ def _train(args) -> int:
         progress=not args.no_progress,
         time_limit_min=args.time_limit,
         stop_margin_s=args.stop_margin,
+        threads=args.threads,
     )
-    if args.state_out and result.exit_code == 0 and _is_rank_zero():
-        write_json_atomic(args.state_out, {"status": result.status, "step": result.step,
-                                           "total_steps": result.total_steps,
-                                           "run": run.get("name"), "config_hash": run.get("hash")})
-    return result.exit_code
 
 
 def _is_rank_zero() -> bool:
@@ -62,5 +78,8 @@ def add_commands(subparsers) -> None:
                    help="seconds kept free before --time-limit for the checkpoint (default 120)")
     p.add_argument("--state-out", default=None, metavar="JSON",
                    help="after a clean exit (done, or stopped at --max-steps), write where the run stands")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="CPU threads (default: SHAPELM_THREADS, else OMP_NUM_THREADS, else torch's "
+                        "choice); resume at the same count for bitwise-equal results")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)

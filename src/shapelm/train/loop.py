@@ -23,9 +23,10 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +38,6 @@ from shapelm.model.config import ModelConfig
 from shapelm.model.io import save_pretrained
 from shapelm.model.transformer import build_model
 from shapelm.train import checkpoint as ckpt
-from shapelm.train.preempt import Preemption
 from shapelm.train.distributed import (
     DistEnv,
     all_reduce_sum,
@@ -46,6 +46,7 @@ from shapelm.train.distributed import (
     hostname,
     process_group,
 )
+from shapelm.train.lock import RunLock
 from shapelm.train.observe import (
     MetricsLog,
     device_names,
@@ -54,7 +55,15 @@ from shapelm.train.observe import (
     package_versions,
     peak_flops_for,
 )
+from shapelm.train.preempt import Preemption
 from shapelm.train.schedule import lr_at
+from shapelm.train.storage import (
+    is_storage_failure,
+    make_group_readable,
+    probe_writable,
+    storage_error,
+)
+from shapelm.train.threads import set_threads
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +150,9 @@ def _data_dir(run_config: dict[str, Any], data_dir) -> Path:
 def _open_tokens(path: Path, cfg: ModelConfig, recipe: TrainRecipe, stop_step: int):
     from shapelm.data.tokens import TokenStore
 
-    # ids are checked against the manifest's per-file max_id here; a full scan of a
-    # multi-billion-token stream on every (re)start would cost minutes.
+    # ids are checked against the manifest's per-file max_id here and as each batch is read
+    # (TokenStore.read_checked); a full scan of a multi-billion-token stream on every
+    # (re)start would cost minutes. The sha256s are verified by rank 0 (_verify_tokens).
     store = TokenStore(path, check_ids=False)
     if store.vocab_size > cfg.vocab_size:
         raise DataError(
@@ -163,6 +173,14 @@ def _open_tokens(path: Path, cfg: ModelConfig, recipe: TrainRecipe, stop_step: i
     return store
 
 
+#: Where rank 0 remembers which token files verified, by size and mtime (a restart re-reads none).
+TOKEN_CHECKSUM_CACHE = "token-checksums.json"
+
+
+def _verify_tokens(store, out_dir: Path) -> None:
+    store.verify_checksums(cache=out_dir / TOKEN_CHECKSUM_CACHE)
+
+
 def _data_identity(store) -> dict[str, Any]:
     m = store.manifest
     return {
@@ -175,7 +193,8 @@ def recipe_fingerprint(cfg: ModelConfig, recipe: TrainRecipe, data_identity: dic
     train = recipe.to_dict()
     content = {
         "model": cfg.to_dict(),
-        "train": {k: train[k] for k in HASHED_RECIPE_KEYS},
+        # fp8 changes the updates' arithmetic; hashed only when on, so bf16 runs keep their hash
+        "train": {**{k: train[k] for k in HASHED_RECIPE_KEYS}, **({"fp8": True} if train.get("fp8") else {})},
         "data": data_identity,
     }
     blob = json.dumps(content, sort_keys=True, default=str).encode()
@@ -196,7 +215,7 @@ from shapelm.train.parallel import (  # noqa: E402  (re-exported: the finetune a
     build_parallel,
     full_model_state,
     full_optimizer_state,
-    initial_state,
+    initial_state,  # noqa: F401
     is_fsdp,
     load_optimizer_state,
     make_optimizer,
@@ -213,7 +232,7 @@ def micro_batches(store, step: int, recipe: TrainRecipe, env: DistEnv, accum: in
     out, count = [], 0
     for j in range(accum):
         start = first + j * mbs
-        tokens = store.read(start * seq, mbs * seq).reshape(mbs, seq).astype(np.int64)
+        tokens = store.read_checked(start * seq, mbs * seq).reshape(mbs, seq).astype(np.int64)
         x = torch.from_numpy(tokens)
         labels = torch.full_like(x, -100)
         labels[:, :-1] = x[:, 1:]
@@ -227,16 +246,30 @@ def micro_batches(store, step: int, recipe: TrainRecipe, env: DistEnv, accum: in
     return out, count
 
 
+def all_masked_error(store, step: int, recipe: TrainRecipe) -> DataError:
+    """Update `step` has no label to learn from (its loss would be 0 / 0)."""
+    first = (step - 1) * recipe.batch_sequences * recipe.seq_len
+    end = first + recipe.batch_sequences * recipe.seq_len
+    f, pos = store.locate(first)
+    return DataError(
+        f"{f}: every label of update {step} (stream tokens [{first}, {end}), from position {pos} "
+        f"of this file) is masked: the data is all EOS or one repeated pattern, which the "
+        f"repetition filter (train.repetition_filter) masks; check the token directory "
+        f"{store.path}"
+    )
+
+
 # -- checkpoint I/O ----------------------------------------------------------------------------
 def _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra) -> Path:
     msd = full_model_state(model, recipe, env)
     osd = full_optimizer_state(model, optimizer, recipe, env)
     tmp = ckpt.begin_save(out_dir, step) if env.is_main else None
     tmp = Path(broadcast_object(str(tmp) if tmp else None, env))
+    digests = {}
     if env.is_main:
-        ckpt.save_torch(msd, tmp / "model.pt")
-        ckpt.save_torch(osd, tmp / "optimizer.pt")
-        ckpt.save_torch(
+        digests["model.pt"] = ckpt.save_torch(msd, tmp / "model.pt")
+        digests["optimizer.pt"] = ckpt.save_torch(osd, tmp / "optimizer.pt")
+        digests["trainer.pt"] = ckpt.save_torch(
             {
                 "format": ckpt.FORMAT,
                 "step": step,
@@ -261,8 +294,9 @@ def _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rconte
     barrier(env)
     final = None
     if env.is_main:
-        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size, **extra}
-        final = ckpt.finish_save(tmp, step, meta)
+        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
+                "torch_threads": torch.get_num_threads(), **extra}
+        final = ckpt.finish_save(tmp, step, meta, digests)
         removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
         log.info("checkpoint %s written%s", final,
                  f"; removed steps {removed}" if removed else "")
@@ -297,6 +331,7 @@ def write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env
             shutil.rmtree(tmp)
         save_pretrained(host, tmp)
         write_json_atomic(tmp / "train_state.json", info)
+        make_group_readable(tmp)
         for p in tmp.iterdir():
             ckpt.fsync_path(p)
         ckpt.fsync_path(tmp)
@@ -321,6 +356,7 @@ def train(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     time_limit_min: float | None = None,
     stop_margin_s: float = 120.0,
+    threads: int | None = None,
 ) -> TrainResult:
     """Train (or resume) the run `run_config` into `out_dir`; see the module docstring.
 
@@ -329,24 +365,64 @@ def train(
     peak FLOP/s for MFU (default: from the GPU name; none on CPU). `on_step(record)` is called
     on every rank after every update (tests, custom logging). `time_limit_min`: this job's
     wall-clock limit; the run checkpoints and returns "preempted" (exit 138) when the time left
-    no longer holds `stop_margin_s` plus two steps. Under torchrun/srun the process group is
-    created here and destroyed on return.
+    no longer holds `stop_margin_s` plus two steps. `threads`: the CPU thread count (else
+    SHAPELM_THREADS, else what torch uses; see shapelm.train.threads). Under torchrun/srun the
+    process group is created here and destroyed on return.
+
+    Before the first update rank 0 checks that `out_dir` is writable, takes its lock (one
+    trainer per run directory) and verifies the token files' sha256; a disk failure later is
+    a StorageError naming the file.
     """
     cfg, recipe = _resolve(run_config)
     out_dir = Path(out_dir)
     tokens_path = _data_dir(run_config, data_dir)
+    thread_info = set_threads(threads)
     preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)
-    with process_group(device) as env:
-        try:
-            preempt.install()
-            return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
-                          max_steps, peak_flops, progress, on_step)
-        finally:
-            preempt.restore()
+    try:
+        with process_group(device) as env, contextlib.ExitStack() as held:
+            try:
+                preempt.install()
+                return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
+                              max_steps, peak_flops, progress, on_step, held, thread_info)
+            finally:
+                preempt.restore()
+    except OSError as err:
+        if is_storage_failure(err):
+            raise storage_error(err, err.filename or out_dir) from None
+        raise
+
+
+def _prepare_run_dir(out_dir: Path, store, rhash: str, rcontent: dict, held) -> list | None:
+    """Rank 0, before anything is built: the directory is writable and ours (its lock is
+    held until training returns), the token files are intact, leftovers of killed saves are
+    gone; returns [step, path] of the checkpoint to resume from (None: start afresh)."""
+    probe_writable(out_dir)
+    held.enter_context(RunLock(out_dir))
+    _verify_tokens(store, out_dir)
+    for p in ckpt.clean_temporaries(out_dir):
+        log.warning("removed partial checkpoint %s", p)
+    found = ckpt.latest_valid(out_dir)
+    if not found:
+        return None
+    meta = json.loads((found[1] / "meta.json").read_text())
+    if meta.get("recipe_hash") != rhash:
+        diff = _diff_keys(meta.get("recipe"), rcontent)
+        raise ConfigError(
+            f"{found[1]} was written by a different recipe (hash {meta.get('recipe_hash')}, "
+            f"now {rhash}; differs in {diff[:8]}); use another --out or delete "
+            f"{ckpt.checkpoints_root(out_dir)}"
+        )
+    saved_threads = meta.get("torch_threads")
+    if saved_threads is not None and saved_threads != torch.get_num_threads():
+        log.warning("%s was written with %s CPU threads, this process uses %d: the resumed run "
+                    "will not be bitwise equal to an uninterrupted one (set --threads or "
+                    "SHAPELM_THREADS to the same value)", found[1], saved_threads,
+                    torch.get_num_threads())
+    return [found[0], str(found[1])]
 
 
 def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_steps,
-           peak_flops, progress, on_step) -> TrainResult:
+           peak_flops, progress, on_step, held, thread_info) -> TrainResult:
     total = recipe.total_steps
     stop = total if max_steps is None else min(total, int(max_steps))
     accum = grad_accumulation(recipe, env.world_size)
@@ -367,24 +443,17 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         log.info("%s: already complete (step %s)", out_dir, done.get("step"))
         return TrainResult("already_complete", int(done.get("step", total)), total, out_dir)
 
-    # Find the checkpoint to resume from (rank 0 decides, everyone follows).
-    resume = None
+    # Check the directory and the data, find the checkpoint to resume from: rank 0 decides,
+    # everyone follows (and raises rank 0's error, instead of waiting for it forever).
+    resume = failure = None
     if env.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for p in ckpt.clean_temporaries(out_dir):
-            log.warning("removed partial checkpoint %s", p)
-        found = ckpt.latest_valid(out_dir)
-        if found:
-            meta = json.loads((found[1] / "meta.json").read_text())
-            if meta.get("recipe_hash") != rhash:
-                diff = _diff_keys(meta.get("recipe"), rcontent)
-                raise ConfigError(
-                    f"{found[1]} was written by a different recipe (hash {meta.get('recipe_hash')}, "
-                    f"now {rhash}; differs in {diff[:8]}); use another --out or delete "
-                    f"{ckpt.checkpoints_root(out_dir)}"
-                )
-            resume = [found[0], str(found[1])]
-    resume = broadcast_object(resume, env)
+        try:
+            resume = _prepare_run_dir(out_dir, store, rhash, rcontent, held)
+        except ShapelmError as err:
+            failure = err
+    resume, failure = broadcast_object([resume, failure], env)
+    if failure is not None:
+        raise failure
     start_step = resume[0] if resume else 0
     if resume and stop <= start_step < total:  # --max-steps at or below a saved step
         log.info("%s: already at step %d >= --max-steps %d", out_dir, start_step, stop)
@@ -416,7 +485,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         dist.all_gather_object(hosts, hostname())
     if env.is_main:
         _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env, hosts,
-                        accum, start_step, amp)
+                        accum, start_step, amp, thread_info)
     metrics = MetricsLog(out_dir / "metrics.jsonl", start_step, enabled=env.is_main)
     names = device_names(env.device)
     peak = peak_flops if peak_flops else (peak_flops_for(names[0]) if env.device.type == "cuda" else None)
@@ -454,6 +523,8 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                 step -= 1  # the state is that after the previous update
                 status = "preempted"
                 break
+            if n_global == 0:
+                raise all_masked_error(store, step, recipe)
             lr = lr_at(step, recipe)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -479,7 +550,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             grad_norm = float(grad_norm)
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
-                good = ckpt.latest_valid(out_dir) if env.is_main else None
+                good = ckpt.latest_valid(out_dir, verify=False) if env.is_main else None
                 raise NonFiniteLossError(
                     f"step {step}: non-finite loss {loss} / grad norm {grad_norm}; no update was "
                     f"applied; the last good checkpoint is "
@@ -530,7 +601,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         path = _save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
                                 {"reason": status})
     else:
-        found = ckpt.latest_valid(out_dir)
+        found = ckpt.latest_valid(out_dir, verify=False)
         path = found[1] if found else None
     if status == "preempted":
         log.warning("preempted by %s at step %d: checkpoint %s; exit %d",
@@ -540,7 +611,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
 
 
 def _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env, hosts, accum,
-                    start_step, amp) -> None:
+                    start_step, amp, thread_info) -> None:
     import datetime
 
     manifest = {
@@ -568,8 +639,9 @@ def _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env,
             "devices": device_names(env.device),
             "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
+            "torch_threads_from": thread_info["source"],
         },
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(),
         "resumed_from_step": start_step or None,
         "argv": sys.argv,
     }

@@ -8,7 +8,10 @@ the time left is below `margin_s` (room for the checkpoint) plus two steps of th
 
 Either way the caller checkpoints at the next step boundary and exits 128 + signal number
 (138 for SIGUSR1 and for a time-limit stop, 143 for SIGTERM); the workflow resubmits and the
-run resumes from the checkpoint.
+run resumes from the checkpoint. A user's Ctrl-C (SIGINT, 130) and a closed terminal (SIGHUP,
+129) stop the same way, with no traceback; a second Ctrl-C while the checkpoint is written
+interrupts at once (the half-written checkpoint is discarded at the next start). A signal
+that was ignored when training started (`nohup`, a background job of a script) stays ignored.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 #: Signals that request "checkpoint at the next step boundary, then exit 128 + signum".
-PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
+#: Of those, the ones a user sends (a terminal); left alone when the launcher ignores them.
+USER_SIGNALS = (signal.SIGINT, signal.SIGHUP)
 
 
 @dataclass
@@ -38,9 +43,13 @@ class Preemption:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
         for sig in PREEMPT_SIGNALS:
+            if sig in USER_SIGNALS and signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             self.previous[sig] = signal.signal(sig, self._handler)
 
     def _handler(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: the user does not want to wait
         if self.signum is None:
             log.warning("received %s: checkpoint at the next step boundary, then exit %d",
                         signal.Signals(signum).name, 128 + signum)
