@@ -24,16 +24,16 @@ def _stage_checks(exp: Experiment) -> list[str]:
     return [*check_data(exp), *check_longctx(exp)]
 
 
-def training_gpu_mem_gb(run: dict[str, Any], world_size: int) -> float:
+def training_gpu_mem_gb(run: dict[str, Any], world_size: int, gpus_per_node: int | None = None) -> float:
     """A lower bound on one GPU's training memory: fp32 weights, gradients and Adam moments
-    (16 bytes a parameter, split over ranks under FSDP) and the fp32 logits of one micro batch
+    (16 bytes a parameter, split over ranks under FSDP, over a node's GPUs under HSDP) and the fp32 logits of one micro batch
     with their gradient. Activations come on top; a run this already overflows cannot start."""
     from shapelm.accounting import param_counts
 
     cfg = run_model_config(run)
     recipe = run_recipe(run)
     params = param_counts(cfg).total
-    shards = world_size if recipe.distributed == "fsdp" else 1
+    shards = {"fsdp": world_size, "hsdp": gpus_per_node or world_size}.get(recipe.distributed, 1)
     states = 16 * params / shards
     tokens = recipe.micro_batch_size * recipe.seq_len
     logits = 0 if recipe.loss_chunk_tokens else 8 * tokens * cfg.vocab_size
@@ -82,7 +82,7 @@ def check_resources(exp: Experiment) -> list[str]:
                 f"{job.world_size} processes x micro_batch_size {recipe.micro_batch_size} "
                 f"({key}: {nodes} node(s) x {max(1, gpus)})")
         if gpus:
-            need = training_gpu_mem_gb(run, job.world_size)
+            need = training_gpu_mem_gb(run, job.world_size, gpus)
             if need > float(node["gpu_mem_gb"]):
                 errors.append(
                     f"runs.{name}: weights, gradients, Adam and logits alone need {need:.0f} GiB per "
