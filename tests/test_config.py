@@ -75,3 +75,41 @@ def test_run_config_roundtrip(tmp_path):
     assert run == exp.run("a")
     recipe = TrainRecipe.from_dict(run["train"])
     assert recipe.total_steps == 10 and recipe.warmup_steps == 1 and recipe.batch_sequences == 4
+
+
+def test_one_schema_file():
+    """workflow/schemas (where Snakemake users look) links to the package's copy, the one the
+    loader reads: the two cannot drift."""
+    from shapelm.config import SCHEMA_PATH
+
+    link = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+    assert link.is_symlink() and link.resolve() == SCHEMA_PATH.resolve()
+
+
+def test_schema_arch_keys_are_the_builders_keys():
+    """model_defaults and runs.*.arch are closed over exactly the keys some builder takes."""
+    from shapelm.config import config_schema
+    from shapelm.model.builders import COMMON_KEYS, kind_keys, kinds
+
+    schema_keys = set(config_schema()["$defs"]["arch_keys"]["properties"])
+    builder_keys = {"kind", *COMMON_KEYS, *(k for kind in kinds() for k in kind_keys(kind))}
+    assert schema_keys == builder_keys
+    assert set(config_schema()["$defs"]["arch_keys"]["properties"]["kind"]["enum"]) == set(kinds())
+
+
+def test_section_defaults_are_the_stages_defaults():
+    from shapelm.config import section_defaults
+    from shapelm.longctx.plan import DEFAULTS
+
+    assert DEFAULTS == section_defaults("longctx")
+    assert section_defaults("decode")["mixers"] == ["mha", "gqa", "mla"]
+
+
+def test_schema_enums_are_the_code_names():
+    from shapelm.config import config_schema
+    from shapelm.decode.model import MIXERS
+    from shapelm.longctx.ruler.tasks import TASK_NAMES
+
+    props = config_schema()["properties"]
+    assert props["decode"]["properties"]["mixers"]["items"]["enum"] == list(MIXERS)
+    assert props["longctx"]["properties"]["ruler_tasks"]["items"]["enum"] == list(TASK_NAMES)

@@ -1,9 +1,11 @@
 """Checks that must fail at `snakemake -n`, not after a GPU allocation.
 
 `check_experiment(exp)` returns every problem it finds, each naming the run (or scale) and the
-config key; the Snakefile raises them together (`raise_on`) before building the DAG. The data
-checks live with the data code (shapelm.data.plan), the long-context ones with the long-context
-code (shapelm.longctx.plan); this module adds what a job asks of the cluster.
+config key; `plan_experiment` loads a config and raises them together (`raise_on`), and
+`workflow_experiment` is what the Snakefile calls: the same, ended with one `shapelm: error:`
+message and no traceback. The data checks live with the data code (shapelm.data.plan), the
+long-context ones with the long-context code (shapelm.longctx.plan); this module adds what a
+job asks of the cluster.
 """
 
 from __future__ import annotations
@@ -13,8 +15,16 @@ import re
 import sys
 from typing import Any
 
-from shapelm.config import Experiment, run_model_config, run_recipe
-from shapelm.errors import ConfigError
+from shapelm.config import (
+    Experiment,
+    load_experiment,
+    load_yaml,
+    raise_problems,
+    run_model_config,
+    run_recipe,
+    validate_schema,
+)
+from shapelm.errors import ShapelmError
 
 
 def _stage_checks(exp: Experiment) -> list[str]:
@@ -92,7 +102,7 @@ def check_resources(exp: Experiment) -> list[str]:
 
 
 #: How the data and long-context checks say that an input is not on this machine.
-MISSING_INPUT = re.compile(r"not in the local HF cache|no such file or directory|not found", re.I)
+MISSING_INPUT = re.compile(r"not in the local HF cache|no such file or directory|not found", re.IGNORECASE)
 
 
 def check_experiment(exp: Experiment) -> list[str]:
@@ -107,7 +117,37 @@ def check_experiment(exp: Experiment) -> list[str]:
 
 
 def raise_on(errors: list[str], where: str = "config") -> None:
-    if errors:
-        shown = "\n  ".join(errors[:40])
-        more = f"\n  ... and {len(errors) - 40} more" if len(errors) > 40 else ""
-        raise ConfigError(f"{where}: {len(errors)} problem(s) before any job runs:\n  {shown}{more}")
+    raise_problems(errors, where, " before any job runs")
+
+
+def plan_experiment(config: str | os.PathLike | dict[str, Any], configfiles: Any = (),
+                    check: bool = True) -> Experiment:
+    """Load an experiment as the workflow does, or raise one ConfigError listing every problem.
+
+    `configfiles` are the files Snakemake merged into `config`: read again strictly, because
+    Snakemake's own loader keeps the last of two equal keys and evaluates `__use_yte__`
+    templates. A `rehearsal:` config becomes its CPU-sized copy (shapelm.rehearsal). `check`
+    adds the data, long-context and cluster checks (where the workflow is planned)."""
+    files = [str(path) for path in configfiles]
+    for path in files:
+        load_yaml(path)
+    where = " + ".join(files) or "config"
+    if isinstance(config, dict) and config.get("rehearsal"):
+        from shapelm.rehearsal import apply_environment, rehearsal_config
+
+        validate_schema(config, where)  # the experiment rehearsed, and its `rehearsal:` section
+        apply_environment(config)
+        config = rehearsal_config(config)
+    exp = load_experiment(config, where=where)
+    if check:
+        raise_on(check_experiment(exp), exp.name)
+    return exp
+
+
+def workflow_experiment(config: dict[str, Any], configfiles: Any = (), check: bool = True) -> Experiment:
+    """`plan_experiment` for the Snakefile: a bad config ends Snakemake with the message alone
+    (SystemExit), not a traceback through the rules files."""
+    try:
+        return plan_experiment(config, configfiles, check)
+    except ShapelmError as err:
+        raise SystemExit(f"shapelm: error: {err}") from None

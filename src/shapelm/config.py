@@ -8,16 +8,22 @@ architecture as a builder spec. `resolve_run` turns one run into a self-containe
     {"name": ..., "scale": ..., "arch": {...}, "model": ModelConfig.to_dict(),
      "train": TrainRecipe fields, "data": {...}, "eval": {...}, "experiment": ..., "hash": ...}
 
-Validation happens on load against `schemas/config.schema.yaml` (unknown keys and bad values are
-errors naming the key) and then by building every run's model config, before any job runs.
+Validation happens on load, before any job runs: the YAML is read strictly (a duplicate key is an
+error, `__use_yte__` templates are refused: configs are data), checked against
+`schemas/config.schema.yaml` (every section closed, typed and ranged; names safe as path
+components), every run's model config is built, cross-field checks run (`check_runs`) and every
+output path the config names is confined to its output folder (`check_output_paths`). Every
+error is a `ConfigError` naming the key and the value.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +32,28 @@ from typing import Any
 import yaml
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import build_model_config
-from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
+from shapelm.model.builders import build_model_config, kind_keys
+from shapelm.model.config import ModelConfig
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+#: Snakemake's configfile loader evaluates YTE templates when a file sets this key.
+YTE_KEY = "__use_yte__"
+#: The sections whose schema `default:` values the loader fills in (rules read them as given).
+DEFAULTED_SECTIONS = ("longctx", "decode")
+TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens")
+
+
+def _name_rules() -> dict[str, str]:
+    """What each name pattern of the schema means, for messages."""
+    defs = config_schema()["$defs"]
+    return {
+        defs["name"]["pattern"]: ("a safe name (letters, digits, '_' and '-', starting with a letter "
+                                  "or digit: it becomes a path component)"),
+        config_schema()["properties"]["runs"]["propertyNames"]["pattern"]: (
+            "a run name (lower-case letters, digits and '_', starting with a letter or digit: it "
+            "is a wildcard value in paths)"),
+        defs["token_count"]["pattern"]: "a number of tokens",
+    }
 
 
 @dataclass
@@ -51,10 +75,8 @@ class TrainRecipe:
     seed: int = 6198
     frozen_lm_head: bool = False
     precision: str = "auto"  # auto: bf16 autocast on GPU, float32 on CPU
-    compile: bool | str = "auto"  # auto: compiled blocks on CUDA, eager elsewhere
-    distributed: str = "ddp"  # ddp | fsdp | hsdp (shard within a node, replicate across nodes)
-    activation_checkpointing: str = "none"  # none | selective | ffn | full (shapelm.model.transformer)
-    fp8: bool = False  # torchao float8 training of the blocks' Linear layers (CUDA, SM89+)
+    compile: bool = False
+    distributed: str = "ddp"  # ddp | fsdp
     checkpoint_every: int = 1000  # optimizer steps
     keep_last: int = 2
     log_every: int = 10
@@ -90,13 +112,8 @@ class TrainRecipe:
             raise ConfigError(f"{where}.lr must be positive, got {self.lr}")
         if self.precision not in ("auto", "float32", "bf16"):
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
-        if self.distributed not in ("ddp", "fsdp", "hsdp"):
-            raise ConfigError(f"{where}.distributed must be ddp, fsdp or hsdp, got {self.distributed!r}")
-        if self.compile not in (True, False, "auto"):
-            raise ConfigError(f"{where}.compile must be true, false or auto, got {self.compile!r}")
-        if self.activation_checkpointing not in RECOMPUTE_MODES:
-            raise ConfigError(f"{where}.activation_checkpointing must be one of {RECOMPUTE_MODES}, "
-                              f"got {self.activation_checkpointing!r}")
+        if self.distributed not in ("ddp", "fsdp"):
+            raise ConfigError(f"{where}.distributed must be ddp or fsdp, got {self.distributed!r}")
         if self.micro_batch_size <= 0 or self.batch_sequences % self.micro_batch_size:
             raise ConfigError(
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide the "
@@ -104,15 +121,15 @@ class TrainRecipe:
             )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "train") -> "TrainRecipe":
+    def from_dict(cls, data: dict[str, Any], where: str = "train") -> TrainRecipe:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(known)}")
         data = dict(data)
-        for key in ("warmup_tokens", "total_tokens", "batch_tokens"):
+        for key in TOKEN_COUNT_KEYS:
             if key in data:
-                data[key] = int(float(data[key]))  # YAML writes 18e9 as a string or a float
+                data[key] = token_count(data[key], f"{where}.{key}")
         if "betas" in data:
             data["betas"] = tuple(data["betas"])
         recipe = cls(**data)
@@ -123,6 +140,18 @@ class TrainRecipe:
         out = dataclasses.asdict(self)
         out["betas"] = list(self.betas)
         return out
+
+
+def token_count(value: Any, key: str) -> int:
+    """A token count as an int: YAML 1.1 reads 18e9 as a string and 2.5e9 may be a float, but
+    a count with a fractional part (2048.9) is an error, not silently rounded."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number != int(number) or number < 0:
+        raise ConfigError(f"{key}: {value!r} is not a whole, non-negative number of tokens")
+    return int(number)
 
 
 @dataclass
@@ -148,31 +177,118 @@ class Experiment:
         return copy.deepcopy(self.raw.get(key, {}))
 
 
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error naming the
+    key and its line (plain YAML keeps the last one silently, e.g. a run defined twice)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+                seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: the base class names it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {line}; first given on line {first})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text through `StrictLoader`; a syntax error or duplicate key is a ConfigError."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{where}: not valid YAML: {err}") from None
+
+
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """A config file (YAML, or JSON by suffix) as a mapping, read strictly (`StrictLoader`)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
-    try:
+    if path.suffix == ".json":
         # JSON through the JSON parser: YAML 1.1 reads "1e-08" (no dot) as a string.
-        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        try:
+            data = json.loads(path.read_text(), object_pairs_hook=_no_duplicate_json_keys(path))
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON: {err}") from None
+    else:
+        data = parse_yaml(path.read_text(), str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    refuse_templates(data, str(path))
     return data
+
+
+def _no_duplicate_json_keys(path: Path):
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(f"{path}: duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    return hook
+
+
+def refuse_templates(data: dict[str, Any], where: str) -> None:
+    if YTE_KEY in data:
+        raise ConfigError(
+            f"{where}: {YTE_KEY}: YTE templates are not supported; a shapelm config is plain data "
+            "(write the values out, or generate the file with a script)")
+
+
+@functools.cache
+def config_schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _schema_message(err: Any) -> str:
+    """One jsonschema error as `key.path: what is wrong`, naming the key and the value."""
+    path = ".".join(str(p) for p in err.absolute_path)
+    at = path or "(top level)"
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(k for k in err.instance if k not in err.schema.get("properties", {}))
+        keys = ", ".join(f"{path + '.' if path else ''}{k}" for k in extra)
+        return f"{keys}: unknown key{'s' if len(extra) > 1 else ''}; allowed here: {', '.join(allowed) or 'none'}"
+    if err.validator == "pattern":  # also a mapping's key (propertyNames): `at` is the mapping
+        what = _name_rules().get(err.validator_value, f"matching {err.validator_value}")
+        return f"{at}: {err.instance!r} is not {what}"
+    return f"{at}: {err.message}"
 
 
 def validate_schema(data: dict[str, Any], where: str = "config") -> None:
     """Check `data` against the JSON schema; the error names the key path and the problem."""
     import jsonschema
 
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        err = errors[0]
-        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise ConfigError(f"{where}: {key}: {err.message}")
+    validator = jsonschema.Draft202012Validator(config_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    raise_problems([_schema_message(e) for e in errors], where)
+
+
+def raise_problems(problems: list[str], where: str, when: str = "") -> None:
+    """One ConfigError listing every problem (the first 40), or nothing if there are none."""
+    problems = list(dict.fromkeys(problems))
+    if not problems:
+        return
+    shown = "\n  ".join(problems[:40])
+    more = f"\n  ... and {len(problems) - 40} more" if len(problems) > 40 else ""
+    if len(problems) == 1 and not when:
+        raise ConfigError(f"{where}: {shown}")
+    raise ConfigError(f"{where}: {len(problems)} problem(s){when}:\n  {shown}{more}")
+
+
+def section_defaults(section: str) -> dict[str, Any]:
+    """The schema's `default:` values of one section's keys (the one place they live)."""
+    props = config_schema()["properties"][section]["properties"]
+    return {k: copy.deepcopy(v["default"]) for k, v in props.items() if "default" in v}
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -186,10 +302,13 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides: dict | None = None) -> Experiment:
-    """Load, validate and resolve every run of an experiment config."""
+def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides: dict | None = None,
+                    where: str = "config") -> Experiment:
+    """Load, validate and resolve every run of an experiment config (`where` names a mapping's
+    origin in messages; a file names itself)."""
     if isinstance(path_or_data, dict):
-        data, path, where = copy.deepcopy(path_or_data), None, "config"
+        data, path = copy.deepcopy(path_or_data), None
+        refuse_templates(data, where)
     else:
         path = Path(path_or_data)
         data, where = load_yaml(path), str(path_or_data)
@@ -201,7 +320,81 @@ def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides:
     exp = Experiment(name=data.get("name", path.stem if path else "experiment"), path=path, raw=data)
     for run_name in data["runs"]:
         exp.runs[run_name] = resolve_run(data, run_name, where)
+    raise_problems([*check_runs(exp), *check_output_paths(exp)], where)
+    # Filled after the runs are resolved, so run configs (and their hashes) hold what was written.
+    for section in DEFAULTED_SECTIONS:
+        data[section] = {**section_defaults(section), **data.get(section, {})}
     return exp
+
+
+def check_runs(exp: Experiment) -> list[str]:
+    """Cross-field problems of the resolved runs that no single key shows (each naming the run
+    and key): a model shorter than its training sequences, evaluation tasks no one provides."""
+    from shapelm.evaluation.loading import EvalError
+    from shapelm.evaluation.tasks import expand_task_names
+
+    raw, errors = exp.raw, []
+    for name, run in exp.runs.items():
+        max_len, seq_len = int(run["model"]["max_seq_len"]), int(run["train"]["seq_len"])
+        if max_len < seq_len:
+            key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in raw["runs"][name]["arch"]
+                   else "model_defaults.max_seq_len")
+            errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
+    sections = {"eval.tasks": raw.get("eval", {})}
+    sections.update({f"runs.{n}.eval.tasks": r.get("eval", {}) for n, r in raw["runs"].items()})
+    for key, section in sections.items():
+        if "tasks" in section:
+            try:
+                expand_task_names(section["tasks"])
+            except EvalError as err:
+                errors.append(f"{key}: {err}")
+    return errors
+
+
+#: Output roots (relative to the working directory) and the config names below each of them.
+OUTPUT_ROOTS = ("work", "results", "paper_figures", "logs")
+
+
+def _escapes(root: str, parts: list[str]) -> str | None:
+    """Where `root/parts...` resolves to if that is not strictly inside `root/parts[0]`."""
+    base = Path(root).resolve()
+    top = (base / parts[0]).resolve()
+    full = top.joinpath(*parts[1:]).resolve()
+    if top.parent != base or not (full == top or top in full.parents) or any(p in ("", ".", "..") for p in parts):
+        return str(full)
+    return None
+
+
+def check_output_paths(exp: Experiment) -> list[str]:
+    """Every output path a config name becomes (experiment, scale, run, table, validation set,
+    retokenized tokenizer), resolved: it must stay inside its output folder. Inputs (data roots,
+    HF caches, long-context files) may point anywhere; they never become declared outputs."""
+    from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_slug
+
+    raw, name = exp.raw, exp.name
+    named: list[tuple[str, Any, list[str]]] = [("name", name, [])]
+    named += [(f"scales.{s}", s, ["data", s]) for s in raw["scales"]]
+    named += [(f"runs.{r}", r, ["runs", r]) for r in exp.runs]
+    named += [(f"runs.{r}.tables", t, [".targets", f"table_{t}.done"])
+              for r, run in exp.runs.items() for t in run["tables"]]
+    for scale in raw["scales"]:
+        data = scale_data(raw, scale)
+        key = f"scales.{scale}.data" if "data" in raw["scales"][scale] else "data"
+        named += [(f"{key}.validation_sets", v, ["data", "val", v]) for v in data.get("validation_sets", [])]
+        if retokenizes(data):
+            tok = run_tokenizer(data)
+            named.append((f"{key}.tokenizer", tok, ["data", f"val-{tokenizer_slug(tok)}"]))
+    errors = []
+    for key, value, parts in named:
+        if not isinstance(value, str) or not value:
+            errors.append(f"{key}: {value!r} is not a name")
+            continue
+        for root in OUTPUT_ROOTS:
+            where = _escapes(root, [name, *parts])
+            if where:
+                errors.append(f"{key}: {value!r} would put outputs at {where}, outside {root}/{name}/")
+                break
+    return list(dict.fromkeys(errors))
 
 
 def _numbers_from_cli(section: Any) -> Any:
@@ -228,9 +421,11 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> d
 
     recipe_train, recipe_arch, recipe_record = recipe_overrides(data, run_name, where)
     arch = merge(merge(data.get("model_defaults", {}), recipe_arch), run["arch"])
-    if "n_heads" not in arch and arch.get("attention", True) and arch.get("kind") != "explicit":
-        if "n_heads" in scale_cfg:
-            arch["n_heads"] = scale_cfg["n_heads"]  # Table 4 gives attention heads per scale
+    # Table 4 gives attention heads per scale; kinds that derive their heads per layer (lws:
+    # from head_dim and the layer's width) or spell them out (explicit) do not take n_heads.
+    takes_heads = "n_heads" in kind_keys(arch.get("kind", ""))
+    if takes_heads and "n_heads" not in arch and arch.get("attention", True) and "n_heads" in scale_cfg:
+        arch["n_heads"] = scale_cfg["n_heads"]
     train_dict = merge(merge(data.get("train_defaults", {}), scale_cfg.get("train", {})), recipe_train)
     train_dict = merge(train_dict, run.get("train", {}))
     recipe = TrainRecipe.from_dict(train_dict, f"{where}: runs.{run_name}.train")

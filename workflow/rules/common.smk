@@ -6,25 +6,20 @@ import sys
 from snakemake.utils import min_version
 
 from shapelm import workflow as wf
-from shapelm.checks import check_experiment, raise_on
-from shapelm.config import config_hash, load_experiment
+from shapelm.checks import workflow_experiment
+from shapelm.config import config_hash
 
 min_version("9.0")
 
 # Rules call the `shapelm` and `python` of the environment running Snakemake, activated or not.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
-if config.get("rehearsal"):  # shapelm rehearse: this config at CPU size (shapelm.rehearsal)
-    from shapelm.rehearsal import apply_environment, rehearsal_config
-
-    apply_environment(config)
-    EXP = load_experiment(rehearsal_config(config))
-else:
-    EXP = load_experiment(config)
-# Everything a job would find out too late: data vs model vocabulary, inputs, cluster requests.
-# (Checked where the workflow is planned; the jobs it submits re-read the Snakefile.)
-if not (workflow.remote_exec or workflow.subprocess_exec):
-    raise_on(check_experiment(EXP), EXP.name)
+# The config files read again strictly (duplicate keys, YTE templates), validated and resolved
+# (a `rehearsal:` config at CPU size); then everything a job would find out too late: data vs
+# model vocabulary, inputs, cluster requests, checked where the workflow is planned (the jobs it
+# submits re-read the Snakefile). A bad config ends here with one message, no traceback.
+EXP = workflow_experiment(config, workflow.configfiles,
+                          check=not (workflow.remote_exec or workflow.subprocess_exec))
 E = EXP.name
 RUNS = list(EXP.runs)
 WORK = wf.work_dir(E)

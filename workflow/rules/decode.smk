@@ -14,9 +14,9 @@ rule decode_pair:
         f"{RESULTS}/decode/pair_{{scale}}.json",
     params:
         runs=lambda w: " ".join(DECODE_PAIRS[w.scale]),
-        mixers=",".join(DECODE.get("mixers", ["mha", "gqa", "mla"])),
-        lengths=",".join(str(x) for x in DECODE.get("lengths", [4096, 8192, 16384, 32768, 65536, 131072])),
-        peer=f"--peer-length {DECODE['peer_length']}" if DECODE.get("peer_length") else "",
+        mixers=",".join(DECODE["mixers"]),
+        lengths=",".join(str(x) for x in DECODE["lengths"]),
+        peer=f"--peer-length {DECODE['peer_length']}" if DECODE["peer_length"] else "",
     log:
         f"{LOGS}/decode/decode_{{scale}}.log",
     resources:

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from shapelm.config import StrictLoader
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config
 from shapelm.model.config import ModelConfig
@@ -64,7 +65,7 @@ def resolve_spec(spec: str, vocab_size: int | None = None) -> tuple[str, ModelCo
         else:
             text, name = spec, "arch"
         try:
-            data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+            data = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, Loader=StrictLoader)
         except (json.JSONDecodeError, yaml.YAMLError) as err:
             raise ConfigError(f"{spec!r}: not a preset ({', '.join(PRESETS)}), a file or a JSON/YAML spec: {err}")
         if not isinstance(data, dict):

@@ -88,6 +88,12 @@ def kinds() -> list[str]:
     return sorted(_BUILDERS)
 
 
+def kind_keys(kind: str) -> tuple[str, ...]:
+    """The shape keys a kind's builder takes (besides `kind` and COMMON_KEYS); () if unknown."""
+    _load_schedule_kinds()
+    return _BUILDERS[kind][1] if kind in _BUILDERS else ()
+
+
 def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig:
     """Validate `arch` and return the resolved per-layer `ModelConfig`."""
     _load_schedule_kinds()

@@ -1,0 +1,448 @@
+"""A corpus of malformed experiment configs: each is refused when the config is loaded and
+planned (what `snakemake -n` does), with one ConfigError naming the key, never a traceback;
+valid controls (the shipped configs and edited variants) still load.
+
+Each case edits configs/default.yaml (the tiny default) in one place, or its text for YAML-level
+faults. A handful run through `snakemake -n` as a user would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shapelm.checks import plan_experiment
+from shapelm.config import load_experiment, load_yaml
+from shapelm.errors import ConfigError, ShapelmError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = load_yaml(ROOT / "configs" / "default.yaml")
+DEFAULT_TEXT = (ROOT / "configs" / "default.yaml").read_text()
+RUN = "hg906m_hg"  # a longctx + decode run of the default
+LWS = {"kind": "lws", "variant": "baseline", "d_model": 64, "n_layers": 12, "head_dim": 16, "groups": 2}
+
+MISSING = object()
+
+
+def edit(path: str, value=MISSING):
+    """A change to the default config: set `path` (dots; created as needed), or delete it."""
+    def apply(cfg):
+        *head, last = path.split(".")
+        node = cfg
+        for key in head:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else node
+        if value is MISSING:
+            node.pop(last)
+        else:
+            node[last] = copy.deepcopy(value)
+        return cfg
+
+    return apply
+
+
+def edits(*changes):
+    def apply(cfg):
+        for change in changes:
+            cfg = change(cfg)
+        return cfg
+
+    return apply
+
+
+def rename(path: str, new_key: str):
+    """Rename the key at `path` (a misspelled run, scale or section name)."""
+    def apply(cfg):
+        *head, last = path.split(".")
+        node = cfg
+        for key in head:
+            node = node[key]
+        node[new_key] = node.pop(last)
+        if head == ["scales"]:
+            for run in cfg["runs"].values():
+                run["scale"] = new_key if run["scale"] == last else run["scale"]
+        return cfg
+
+    return apply
+
+
+def replace_text(old: str, new: str):
+    def apply(text):
+        assert old in text, old
+        return text.replace(old, new, 1)
+
+    return apply
+
+
+# (id, edit of the default mapping, text substring the message must contain)
+CASES: list[tuple[str, object, str]] = []
+
+
+def case(case_id: str, change, key: str) -> None:
+    CASES.append((case_id, change, key))
+
+
+# -- a misspelled key in every section (issue 16) ------------------------------------------------
+MISSPELLED = {
+    "top": ("", "runz"),
+    "model_defaults": ("model_defaults", "rope_thetta"),
+    "train_defaults": ("train_defaults", "weight_decy"),
+    "scale": ("scales.tiny", "nheads"),
+    "scale_train": ("scales.tiny.train", "warmup_token"),
+    "scale_data": ("scales.tiny.data", "validation_set"),
+    "scale_resources": ("scales.tiny.resources", "gpu"),
+    "run": (f"runs.{RUN}", "tabels"),
+    "run_arch": (f"runs.{RUN}.arch", "d_modle"),
+    "run_train": (f"runs.{RUN}.train", "lr_peak"),
+    "run_eval": (f"runs.{RUN}.eval", "taks"),
+    "data": ("data", "sources"),
+    "data_default_corpus": ("data.default_corpus", "vocab"),
+    "data_olmo": ("data.olmo", "roots"),
+    "data_retokenize": ("data.retokenize", "overslice"),
+    "eval": ("eval", "batchsize"),
+    "longctx": ("longctx", "finetune_step"),
+    "longctx_resources": ("longctx.resources", "gpus_per_node"),
+    "decode": ("decode", "lenghts"),
+    "results": ("results", "figures"),
+    "resources": ("resources", "mem"),
+    "cluster": ("cluster", "max_runtime"),
+    "cluster_node": ("cluster.node", "gpu_mem"),
+}
+for section, (where, typo) in MISSPELLED.items():
+    case(f"misspelled-{section}", edit(f"{where}.{typo}" if where else typo, 1), typo)
+
+# -- names that become paths, rule names or wildcards ---------------------------------------------
+BAD_NAMES = {
+    "dot": ".", "dotdot": "..", "escape": "../../victim", "absolute": "/tmp/victim",
+    "semicolon": "t;touch X", "space": "a b", "subst": "$(id)", "slash": "a/b", "dash_first": "-x",
+    "empty": "", "newline": "a\nb", "glob": "a*",
+}
+for label, bad in BAD_NAMES.items():
+    case(f"name-experiment-{label}", edit("name", bad), "name")
+    case(f"name-scale-{label}", rename("scales.tiny", bad), "scales")
+    case(f"name-table-{label}", edit(f"runs.{RUN}.tables", ["hourglass_table2", bad]), f"runs.{RUN}.tables")
+    case(f"name-valset-{label}", edit("data.validation_sets", ["default_web", bad]), "data.validation_sets")
+    case(f"name-task-{label}", edit("eval.tasks", [bad]), "eval.tasks")
+for label in ("dotdot", "escape", "semicolon", "dash_first", "space"):
+    case(f"name-run-{label}", rename(f"runs.{RUN}", BAD_NAMES[label]), "runs")
+    case(f"name-task-data-{label}", edit("eval.task_data", {BAD_NAMES[label]: "x.jsonl"}), "eval.task_data")
+case("name-run-uppercase", rename(f"runs.{RUN}", "HG906M"), "runs")
+case("name-experiment-number", edit("name", 5), "name")
+
+# -- model keys: typed and ranged ----------------------------------------------------------------
+MODEL = {
+    "qk_norm-string": ("qk_norm", "no"), "qk_norm-int": ("qk_norm", 1),
+    "rope_theta-negative": ("rope_theta", -1), "rope_theta-zero": ("rope_theta", 0),
+    "rope_theta-string": ("rope_theta", "big"), "vocab_size-zero": ("vocab_size", 0),
+    "vocab_size-float": ("vocab_size", 2048.5), "vocab_size-string": ("vocab_size", "2048; rm -rf /"),
+    "max_seq_len-string": ("max_seq_len", "long"), "norm_eps-zero": ("norm_eps", 0),
+    "norm_placement-post": ("norm_placement", "post"), "init_std-negative": ("init_std", -0.02),
+    "attention-string": ("attention", "false"), "rope_scaling-string": ("rope_scaling", "yarn"),
+}
+for label, (key, value) in MODEL.items():
+    case(f"model_defaults-{label}", edit(f"model_defaults.{key}", value), f"model_defaults.{key}")
+ARCH = {
+    "d_model-string": ("d_model", "64"), "d_model-zero": ("d_model", 0), "n_layers-float": ("n_layers", 3.5),
+    "n_heads-zero": ("n_heads", 0), "k-negative": ("k", -1), "d_h-bool": ("d_h", True),
+    "kind-unknown": ("kind", "mamba"), "qk_norm-string": ("qk_norm", "yes"),
+    "head_dim-odd": ("head_dim", 7), "d_attn-indivisible": ("d_attn", 66),
+}
+for label, (key, value) in ARCH.items():
+    case(f"arch-{label}", edit(f"runs.{RUN}.arch.{key}", value), f"runs.{RUN}.arch")
+case("arch-no-kind", edit(f"runs.{RUN}.arch.kind"), "kind")
+case("arch-not-mapping", edit(f"runs.{RUN}.arch", "hourglass"), f"runs.{RUN}.arch")
+case("arch-key-of-other-kind", edit(f"runs.{RUN}.arch.variant", "baseline"), "variant")
+
+# -- train keys ----------------------------------------------------------------------------------
+TRAIN = {
+    "betas-above-one": ("betas", [1.5, 0.95]), "betas-one": ("betas", [0.9, 1.0]),
+    "betas-negative": ("betas", [-0.1, 0.95]), "betas-one-value": ("betas", [0.9]),
+    "betas-strings": ("betas", ["a", "b"]), "batch_tokens-fraction": ("batch_tokens", 2048.9),
+    "batch_tokens-fraction-string": ("batch_tokens", "2048.9"), "batch_tokens-word": ("batch_tokens", "lots"),
+    "total_tokens-negative": ("total_tokens", -5), "warmup_tokens-bad-exponent": ("warmup_tokens", "1e"),
+    "total_tokens-bool": ("total_tokens", True), "seq_len-zero": ("seq_len", 0),
+    "seq_len-float": ("seq_len", 1.5), "lr-zero": ("lr", 0), "lr-string": ("lr", "fast"),
+    "final_lr_ratio-two": ("final_lr_ratio", 2), "eps-zero": ("eps", 0),
+    "weight_decay-negative": ("weight_decay", -1), "grad_clip-negative": ("grad_clip", -1),
+    "seed-float": ("seed", 1.5), "frozen_lm_head-string": ("frozen_lm_head", "yes"),
+    "precision-fp16": ("precision", "fp16"), "compile-string": ("compile", "no"),
+    "distributed-zero": ("distributed", "zero3"), "checkpoint_every-zero": ("checkpoint_every", 0),
+    "keep_last-zero": ("keep_last", 0), "log_every-zero": ("log_every", 0),
+    "micro_batch_size-zero": ("micro_batch_size", 0), "loss_chunk_tokens-negative": ("loss_chunk_tokens", -1),
+    "repetition_filter-string": ("repetition_filter", "no"),
+}
+for label, (key, value) in TRAIN.items():
+    case(f"train-{label}", edit(f"scales.tiny.train.{key}", value), f"train.{key}")
+case("train_defaults-betas", edit("train_defaults.betas", [0.9, 1.5]), "train_defaults.betas")
+case("run-train-batch_tokens-fraction", edit(f"runs.{RUN}.train.batch_tokens", 2048.5), "batch_tokens")
+
+# -- data ----------------------------------------------------------------------------------------
+DATA = {
+    "corpus-vocab-injection": ("data.default_corpus.vocab_size", "2048 --help; touch X; exit 1 #"),
+    "corpus-vocab-small": ("data.default_corpus.vocab_size", 100),
+    "corpus-vocab-float": ("data.default_corpus.vocab_size", 2048.5),
+    "corpus-max-tokens-zero": ("data.default_corpus.max_train_tokens", 0),
+    "corpus-max-tokens-injection": ("data.default_corpus.max_train_tokens", "1000; id"),
+    "source-unknown": ("data.source", "hf"),
+    "validation_sets-string": ("data.validation_sets", "default_web"),
+    "validation_sets-duplicate": ("data.validation_sets", ["default_web", "default_web"]),
+    "vocab_size-zero": ("data.vocab_size", 0),
+    "tokenizer-empty": ("data.tokenizer", ""),
+    "retokenize-zero": ("data.retokenize", {"over_slice": 0}),
+    "olmo-root-number": ("data.olmo", {"root": 5}),
+    "scale-data-source": ("scales.tiny.data", {"source": 3}),
+}
+for label, (key, value) in DATA.items():
+    case(f"data-{label}", edit(key, value), key)
+
+# -- eval ----------------------------------------------------------------------------------------
+EVAL = {
+    "ppl_seq_len-zero": ("ppl_seq_len", 0), "batch_size-zero": ("batch_size", 0),
+    "heldout_examples-two": ("heldout_examples", 2), "limit-zero": ("limit", 0),
+    "ppl_max_instances-zero": ("ppl_max_instances", 0), "tasks-string": ("tasks", "heldout"),
+    "task_data-number": ("task_data", {"heldout_mc": 5}), "ppl_seq_len-string": ("ppl_seq_len", "256"),
+}
+for label, (key, value) in EVAL.items():
+    case(f"eval-{label}", edit(f"eval.{key}", value), f"eval.{key}")
+
+# -- long context, decode ------------------------------------------------------------------------
+LONGCTX = {
+    "factor-negative": ("factor", -4), "factor-one": ("factor", 1), "factor-half": ("factor", 0.5),
+    "factor-string": ("factor", "16"), "lengths-empty": ("lengths", []), "lengths-one": ("lengths", [1]),
+    "lengths-string": ("lengths", "512"), "finetune_steps-zero": ("finetune_steps", 0),
+    "finetune_batch-zero": ("finetune_batch", 0), "micro_batch-zero": ("micro_batch", 0),
+    "checkpoint_every-zero": ("checkpoint_every", 0), "proofpile_min_tokens-one": ("proofpile_min_tokens", 1),
+    "proofpile_num_docs-zero": ("proofpile_num_docs", 0), "ruler_samples-zero": ("ruler_samples", 0),
+    "ruler_tasks-unknown": ("ruler_tasks", ["niah_single_9"]), "ruler_tasks-empty": ("ruler_tasks", []),
+    "pg19-number": ("pg19", 5), "original_length-zero": ("original_length", 0), "seq_len-one": ("seq_len", 1),
+    "resources-gpus": ("resources", {"gpus": -1}),
+}
+for label, (key, value) in LONGCTX.items():
+    case(f"longctx-{label}", edit(f"longctx.{key}", value), f"longctx.{key}")
+DECODE = {
+    "mixers-unknown": ("mixers", ["mqa"]), "mixers-empty": ("mixers", []), "mixers-string": ("mixers", "mha"),
+    "mixers-twice": ("mixers", ["mha", "mha"]), "lengths-zero": ("lengths", [0]),
+    "lengths-empty": ("lengths", []), "peer_length-zero": ("peer_length", 0),
+    "peer_length-string": ("peer_length", "4096; id"),
+}
+for label, (key, value) in DECODE.items():
+    case(f"decode-{label}", edit(f"decode.{key}", value), f"decode.{key}")
+
+# -- resources, cluster --------------------------------------------------------------------------
+RESOURCES = {
+    "gpus-negative": ("gpus", -1), "nodes-zero": ("nodes", 0), "mem_mb-string": ("mem_mb", "4G"),
+    "runtime_min-zero": ("runtime_min", 0), "assumed_mfu-above-one": ("assumed_mfu", 1.5),
+    "segments-zero": ("segments", 0), "cpus-zero": ("cpus", 0), "gpu_peak_tflops-zero": ("gpu_peak_tflops", 0),
+}
+for label, (key, value) in RESOURCES.items():
+    case(f"resources-{label}", edit(f"resources.{key}", value), f"resources.{key}")
+    case(f"scale-resources-{label}", edit(f"scales.tiny.resources.{key}", value), f"resources.{key}")
+CLUSTER = {
+    "max_runtime_min-five": ("max_runtime_min", 5), "signal_lead_s-negative": ("signal_lead_s", -1),
+    "startup_min-negative": ("startup_min", -1), "node-gpus-negative": ("node", {"gpus": -1}),
+    "node-gpu_mem_gb-zero": ("node", {"gpu_mem_gb": 0}), "node-cpus-string": ("node", {"cpus": "many"}),
+}
+for label, (key, value) in CLUSTER.items():
+    case(f"cluster-{label}", edit(f"cluster.{key}", value), f"cluster.{key}")
+
+# -- structure -----------------------------------------------------------------------------------
+STRUCTURE = {
+    "runs-empty": (edit("runs", {}), "runs"),
+    "runs-list": (edit("runs", ["a"]), "runs"),
+    "scales-empty": (edit("scales", {}), "scales"),
+    "scale-null": (edit("scales.tiny", None), "scales.tiny"),
+    "model_defaults-list": (edit("model_defaults", [1]), "model_defaults"),
+    "name-missing": (edit("name"), "name"),
+    "run-no-scale": (edit(f"runs.{RUN}.scale"), "scale"),
+    "run-no-arch": (edit(f"runs.{RUN}.arch"), "arch"),
+    "run-unknown-scale": (edit(f"runs.{RUN}.scale", "huge"), f"runs.{RUN}.scale"),
+    "run-tables-string": (edit(f"runs.{RUN}.tables", "hourglass_table2"), f"runs.{RUN}.tables"),
+    "run-longctx-string": (edit(f"runs.{RUN}.longctx", "yes"), f"runs.{RUN}.longctx"),
+    "run-decode-int": (edit(f"runs.{RUN}.decode", 1), f"runs.{RUN}.decode"),
+    "run-label-number": (edit(f"runs.{RUN}.label", 5), f"runs.{RUN}.label"),
+    "run-null": (edit(f"runs.{RUN}", None), f"runs.{RUN}"),
+    "rehearsal-no-inputs": (edit("rehearsal", {"url": "http://x"}), "rehearsal"),
+    "results-list": (edit("results", []), "results"),
+}
+for label, (change, key) in STRUCTURE.items():
+    case(f"structure-{label}", change, key)
+
+# -- cross-field: found today only inside jobs ---------------------------------------------------
+CROSS = {
+    "max_seq_len-below-seq_len": (edit("model_defaults.max_seq_len", 64), "model_defaults.max_seq_len"),
+    "run-max_seq_len-below-seq_len": (edit(f"runs.{RUN}.arch.max_seq_len", 100), f"runs.{RUN}.arch.max_seq_len"),
+    "model-vocab-below-data": (edit("model_defaults.vocab_size", 1000), "model_defaults.vocab_size"),
+    "run-vocab-below-data": (edit(f"runs.{RUN}.arch.vocab_size", 512), f"runs.{RUN}.arch.vocab_size"),
+    "eval-task-unknown": (edit("eval.tasks", ["no_such_task"]), "eval.tasks"),
+    "run-eval-task-unknown": (edit(f"runs.{RUN}.eval", {"tasks": ["no_such_task"]}), f"runs.{RUN}.eval.tasks"),
+    "valset-not-produced": (edit("data.validation_sets", ["default_web", "dolma_stack"]), "validation_sets"),
+    "batch-not-multiple": (edit("scales.tiny.train.batch_tokens", 2000), "batch_tokens"),
+    "total-below-batch": (edit("scales.tiny.train.total_tokens", 1024), "total_tokens"),
+    "micro-batch-indivisible": (edit("train_defaults.micro_batch_size", 3), "micro_batch_size"),
+    "longctx-lengths-beyond-target": (edit("longctx.lengths", [512, 4096]), "longctx.lengths"),
+    "longctx-original-beyond-train": (edit("longctx.original_length", 256), "longctx.original_length"),
+    "heads-do-not-divide": (edit(f"runs.{RUN}.arch.n_heads", 3), "n_heads"),
+    "kv-heads-do-not-divide": (edit(f"runs.{RUN}.arch.n_kv_heads", 3), "n_kv_heads"),
+    "lws-unknown-variant": (edit(f"runs.{RUN}.arch", {**LWS, "variant": "diamond"}), "variant"),
+    "corpus-vocab-above-model": (edit("data.default_corpus.vocab_size", 4096), "vocab_size"),
+    "gpus-beyond-node": (edit("resources", {"gpus": 16, "runtime_min": 30}), "gpus"),
+    "runtime-beyond-partition": (edit("resources.runtime_min", 5000), "runtime_min"),
+}
+for label, (change, key) in CROSS.items():
+    case(f"cross-{label}", change, key)
+
+# -- YAML text: duplicate keys, templates, syntax ------------------------------------------------
+TEXT_CASES = {
+    "duplicate-top-key": (replace_text("eval:\n", "eval: {}\neval:\n"), "duplicate key 'eval'"),
+    "duplicate-run": (replace_text("  hg906m_hg:", "  hg906m_conv: {scale: tiny, arch: {kind: conventional}}\n  hg906m_hg:"),
+                      "duplicate key 'hg906m_conv'"),
+    "duplicate-nested-key": (replace_text("  factor: 8\n", "  factor: 8\n  factor: 4\n"), "duplicate key 'factor'"),
+    "duplicate-flow-key": (replace_text("{vocab_size: 2048, max_train_tokens: 1000000}",
+                                        "{vocab_size: 2048, vocab_size: 4096, max_train_tokens: 1000000}"),
+                           "duplicate key 'vocab_size'"),
+    "yte-template": (replace_text("name: default\n", "__use_yte__: true\nname: default\n"), "__use_yte__"),
+    "tab-indent": (replace_text("  factor: 8\n", "\tfactor: 8\n"), "not valid YAML"),
+    "python-tag": (replace_text("name: default", "name: !!python/object/apply:os.system [id]"), "not valid YAML"),
+    "top-level-list": (lambda text: "- a\n- b\n", "mapping at the top level"),
+    "empty-file": (lambda text: "", "mapping at the top level"),
+}
+assert len(CASES) + len(TEXT_CASES) >= 150, len(CASES) + len(TEXT_CASES)
+
+
+def refused(config) -> ConfigError:
+    """The error loading and planning `config` raises (an unexpected exception fails the test:
+    it would reach the user as a traceback)."""
+    try:
+        plan_experiment(config)
+    except ShapelmError as err:
+        assert isinstance(err, ConfigError), f"{type(err).__name__}: {err}"
+        return err
+    raise AssertionError("accepted")
+
+
+@pytest.mark.parametrize(("change", "key"), [pytest.param(c, k, id=i) for i, c, k in CASES])
+def test_malformed_config_is_refused_naming_the_key(change, key):
+    err = refused(change(copy.deepcopy(DEFAULT)))
+    assert key in str(err), str(err)
+    assert "Traceback" not in str(err)
+
+
+@pytest.mark.parametrize(("change", "key"), [pytest.param(c, k, id=i) for i, (c, k) in TEXT_CASES.items()])
+def test_malformed_config_file_is_refused(tmp_path, change, key):
+    path = tmp_path / "bad.yaml"
+    path.write_text(change(DEFAULT_TEXT))
+    with pytest.raises(ConfigError) as info:
+        load_experiment(path)
+    assert key in str(info.value) and str(path) in str(info.value)
+    # and as a file Snakemake merged into its config (read again by the planner)
+    with pytest.raises(ConfigError, match=key.split("'")[0]):
+        plan_experiment(DEFAULT, configfiles=[path])
+
+
+def test_duplicate_key_names_its_line(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text(replace_text("  factor: 8\n", "  factor: 8\n  factor: 4\n")(DEFAULT_TEXT))
+    line = path.read_text().splitlines().index("  factor: 4") + 1
+    with pytest.raises(ConfigError, match=f"duplicate key 'factor' \\(line {line}; first given on line {line - 1}\\)"):
+        load_yaml(path)
+
+
+def test_duplicate_json_key_is_refused(tmp_path):
+    path = tmp_path / "dup.json"
+    path.write_text('{"name": "a", "name": "b"}')
+    with pytest.raises(ConfigError, match="duplicate key 'name'"):
+        load_yaml(path)
+
+
+# -- valid controls ------------------------------------------------------------------------------
+VALID = {
+    "lws-run-under-scale-with-n_heads": edit(f"runs.{RUN}.arch", LWS),
+    "token-counts-as-strings": edits(edit("scales.tiny.train.total_tokens", "2.4576e5"),
+                                     edit("scales.tiny.train.warmup_tokens", "20480")),
+    "token-count-whole-float": edit("scales.tiny.train.batch_tokens", 2048.0),
+    "max_seq_len-above-seq_len": edit("model_defaults.max_seq_len", 256),
+    "decode-peer-length": edit("decode.peer_length", 1024),
+    "results-empty": edit("results", {}),
+    "dashed-names": edits(edit("name", "tiny-demo_2"), rename("scales.tiny", "tiny-cpu")),
+    "task-set-and-task": edit(f"runs.{RUN}.eval", {"tasks": ["heldout_mc", "shapelm_heldout_ce"]}),
+}
+
+
+@pytest.mark.parametrize("change", [pytest.param(c, id=i) for i, c in VALID.items()])
+def test_valid_variant_is_accepted(change):
+    plan_experiment(change(copy.deepcopy(DEFAULT)))
+
+
+def test_inputs_may_lie_outside_the_repository(tmp_path):
+    """An input (here RULER's essays) is read, never written: any absolute path is fine."""
+    essays = tmp_path / "PaulGrahamEssays.json"
+    essays.write_text(json.dumps({"text": "An essay. " * 200}))
+    exp = plan_experiment(edit("longctx.essays", str(essays))(copy.deepcopy(DEFAULT)))
+    assert exp.section("longctx")["essays"] == str(essays)
+
+
+def test_lws_run_takes_no_n_heads_from_its_scale():
+    exp = plan_experiment(edit(f"runs.{RUN}.arch", LWS)(copy.deepcopy(DEFAULT)))
+    run = exp.run(RUN)
+    assert "n_heads" not in run["arch"]
+    assert {layer["attention"]["head_dim"] for layer in run["model"]["layers"]} == {16}
+    assert exp.run("hg906m_conv")["arch"]["n_heads"] == 4  # kinds that take heads still do
+
+
+@pytest.mark.parametrize("name", ["default", "ci", "paper"])
+def test_shipped_configs_validate(name, monkeypatch):
+    monkeypatch.setenv("SHAPELM_ALLOW_MISSING_INPUTS", "1")  # paper's inputs are not on CI
+    exp = plan_experiment(ROOT / "configs" / f"{name}.yaml")
+    assert exp.runs
+
+
+def test_loader_fills_section_defaults_the_rules_read():
+    exp = load_experiment(ROOT / "configs" / "ci.yaml")
+    assert exp.section("decode") == {"mixers": ["mha", "gqa", "mla"],
+                                     "lengths": [4096, 8192, 16384, 32768, 65536, 131072], "peer_length": None}
+    assert exp.section("longctx")["factor"] == 16 and exp.section("longctx")["finetune_steps"] == 400
+    given = load_experiment(ROOT / "configs" / "default.yaml")
+    assert given.section("longctx")["factor"] == 8  # what the config says wins
+
+
+# -- through snakemake -n, as a user would -------------------------------------------------------
+SNAKEMAKE_CASES = {
+    "injection-in-corpus-vocab": (edit("data.default_corpus.vocab_size", "2048 --help; touch X; exit 1 #"),
+                                  "data.default_corpus.vocab_size"),
+    "valset-escapes-output-tree": (edit("data.validation_sets", ["../../../../../../victim"]), "data.validation_sets"),
+    "qk_norm-string": (edit("model_defaults.qk_norm", "no"), "model_defaults.qk_norm"),
+}
+
+
+@pytest.mark.parametrize(("change", "key"), [pytest.param(c, k, id=i) for i, (c, k) in SNAKEMAKE_CASES.items()])
+def test_snakemake_dry_run_refuses_without_traceback(tmp_path, change, key):
+    path = tmp_path / "bad.json"  # JSON is YAML: Snakemake and shapelm read it alike
+    path.write_text(json.dumps(change(copy.deepcopy(DEFAULT))))
+    proc = _dry_run(tmp_path, path)
+    assert proc.returncode != 0
+    assert f"shapelm: error: {path}: " in proc.stderr and key in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and 'File "' not in proc.stderr, proc.stderr
+    assert not (tmp_path / "X").exists()
+
+
+def test_snakemake_dry_run_refuses_a_duplicate_key(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text(replace_text("  hg906m_hg:", "  hg906m_conv: {scale: tiny, arch: {kind: conventional}}\n"
+                                 "  hg906m_hg:")(DEFAULT_TEXT))
+    proc = _dry_run(tmp_path, path)
+    assert proc.returncode != 0 and "duplicate key 'hg906m_conv'" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _dry_run(workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
+    snakemake = Path(sys.executable).with_name("snakemake")
+    return subprocess.run(
+        [str(snakemake), "-n", "--quiet", "rules", "--snakefile", str(ROOT / "Snakefile"),
+         "--directory", str(workdir), "--configfile", str(configfile)],
+        check=False, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"})
