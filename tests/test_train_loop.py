@@ -157,14 +157,14 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tokens, tmp_path, monkey
 
 
 def test_frozen_lm_head(tokens, tmp_path):
-    from shapelm.model import build_model
+    from shapelm.config import TrainRecipe
     from shapelm.model.config import ModelConfig
+    from shapelm.train.parallel import initial_state
 
     cfg = run_config(steps=4, frozen_lm_head=True)
     out = tmp_path / "run"
     train(cfg, out, data_dir=tokens, progress=False)
-    torch.manual_seed(6198)
-    init = build_model(ModelConfig.from_dict(cfg["model"])).state_dict()
+    init = initial_state(ModelConfig.from_dict(cfg["model"]), TrainRecipe.from_dict(cfg["train"]))
     final = load_final(out)
     assert torch.equal(final["lm_head.weight"], init["lm_head.weight"])
     assert not torch.equal(final["embed_tokens.weight"], init["embed_tokens.weight"])

@@ -152,6 +152,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         steps = max(MIN_STEPS, 2 * min(MAX_SEGMENTS, segments.get(scale_name, 1)))
         train.update(seq_len=seq, batch_tokens=batch_seqs * seq, total_tokens=steps * batch_seqs * seq,
                      warmup_tokens=batch_seqs * seq)
+        train.pop("fp8", None)  # float8 needs a CUDA GPU (SM89+); the rehearsal runs on CPU
         res["segments"] = min(MAX_SEGMENTS, segments.get(scale_name, 1))
         res["runtime_min"] = 20
         res.pop("mem_mb", None)

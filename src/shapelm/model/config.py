@@ -16,6 +16,8 @@ from typing import Any
 from shapelm.errors import ConfigError
 
 NORM_PLACEMENTS = ("pre", "reordered")
+#: What a block recomputes in backward instead of keeping for it (shapelm.model.transformer).
+RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 
 
 @dataclass(frozen=True)

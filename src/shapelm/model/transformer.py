@@ -8,6 +8,10 @@
     logits = lm_head(Norm(x))
 
 With `norm_placement="reordered"` (OLMo-2) each residual branch is x + Norm(f(x)) instead.
+Activation checkpointing (`set_recompute`) trades compute for memory per block: "full" keeps
+only each block's input and recomputes the block in backward; "ffn" recomputes each sub-MLP
+(its norm included); "selective" recomputes only the cheap elementwise work (the fp32 norms,
+SiLU(gate) * in), never a matmul.
 Attention projects d_model -> d_attn = n_heads * head_dim and back, so d_attn may differ from
 d_model (hourglass attention). No biases; untied embeddings; optional QK-norm over the full
 q and k widths; init N(0, 0.02) truncated at 3 sigma.
@@ -23,8 +27,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from shapelm.model.config import AttentionShape, ModelConfig
+from shapelm.model.config import RECOMPUTE_MODES, AttentionShape, ModelConfig
 from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
+
+
+def _recomputed(fn, *args):
+    """fn(*args), its intermediates recomputed in backward rather than saved."""
+    if not torch.is_grad_enabled():
+        return fn(*args)
+    return checkpoint(fn, *args, use_reentrant=False)
 
 
 class KVCache(Protocol):
@@ -47,8 +58,12 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.recompute = False  # the fp32 intermediates cost ~3 fp32 copies of x per norm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _recomputed(self._norm, x) if self.recompute else self._norm(x)
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -108,9 +123,16 @@ class SwiGLU(nn.Module):
         self.gate_proj = nn.Linear(d_model, width, bias=False)
         self.up_proj = nn.Linear(d_model, width, bias=False)
         self.down_proj = nn.Linear(width, d_model, bias=False)
+        self.recompute = False  # SiLU(gate) is then rebuilt from gate in backward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, inner = self.gate_proj(x), self.up_proj(x)
+        hidden = _recomputed(_swiglu, gate, inner) if self.recompute else _swiglu(gate, inner)
+        return self.down_proj(hidden)
+
+
+def _swiglu(gate: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * inner
 
 
 class Block(nn.Module):
@@ -122,16 +144,36 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
         self.mlps = nn.ModuleList(SwiGLU(cfg.d_model, w) for w in shape.ffn_widths)
         self.mlp_norms = nn.ModuleList(RMSNorm(cfg.d_model, cfg.norm_eps) for _ in shape.ffn_widths)
+        self.recompute = "none"
+
+    def set_recompute(self, mode: str) -> None:
+        if mode not in RECOMPUTE_MODES:
+            raise ValueError(f"activation checkpointing must be one of {RECOMPUTE_MODES}, got {mode!r}")
+        self.recompute = mode
+        for module in self.modules():
+            if isinstance(module, (RMSNorm, SwiGLU)):
+                module.recompute = mode == "selective"
 
     def forward(self, x, cos, sin, kv_cache=None):
+        if self.recompute == "full" and kv_cache is None:
+            return _recomputed(self._forward, x, cos, sin)
+        return self._forward(x, cos, sin, kv_cache)
+
+    def _forward(self, x, cos, sin, kv_cache=None):
         if self.attn is not None:
             if self.reordered:
                 x = x + self.attn_norm(self.attn(x, cos, sin, kv_cache))
             else:
                 x = x + self.attn(self.attn_norm(x), cos, sin, kv_cache)
         for norm, mlp in zip(self.mlp_norms, self.mlps):
-            x = x + (norm(mlp(x)) if self.reordered else mlp(norm(x)))
+            if self.recompute == "ffn":
+                x = x + _recomputed(self._ffn_branch, norm, mlp, x)
+            else:
+                x = x + self._ffn_branch(norm, mlp, x)
         return x
+
+    def _ffn_branch(self, norm: RMSNorm, mlp: SwiGLU, x: torch.Tensor) -> torch.Tensor:
+        return norm(mlp(x)) if self.reordered else mlp(norm(x))
 
 
 class Transformer(nn.Module):
@@ -142,9 +184,15 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self._rope: dict[int, tuple[torch.Tensor, float]] = {}
+        # inv_freq per (head_dim, device): made on the device once, never copied per forward
+        self._rope: dict[tuple[int, torch.device], tuple[torch.Tensor, float]] = {}
         if not self.lm_head.weight.is_meta:  # meta tensors hold no values to initialise
             self.reset_parameters()
+
+    def set_recompute(self, mode: str) -> None:
+        """Activation checkpointing for every block: one of RECOMPUTE_MODES."""
+        for block in self.layers:
+            block.set_recompute(mode)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -156,9 +204,11 @@ class Transformer(nn.Module):
                 nn.init.ones_(module.weight)
 
     def _cos_sin(self, head_dim: int, positions: torch.Tensor, dtype: torch.dtype):
-        if head_dim not in self._rope:
-            self._rope[head_dim] = rope_inv_freq(head_dim, self.config.rope_theta, self.config.rope_scaling)
-        inv_freq, factor = self._rope[head_dim]
+        key = (head_dim, positions.device)
+        if key not in self._rope:
+            inv_freq, factor = rope_inv_freq(head_dim, self.config.rope_theta, self.config.rope_scaling)
+            self._rope[key] = inv_freq.to(positions.device), factor
+        inv_freq, factor = self._rope[key]
         return rope_cos_sin(positions, inv_freq, factor, dtype)
 
     def set_rope_scaling(self, scaling: dict | None) -> None:

@@ -219,6 +219,7 @@ from shapelm.train.parallel import (  # noqa: E402  (re-exported: the finetune a
     is_fsdp,
     load_optimizer_state,
     make_optimizer,
+    micro_batch_sync,
 )
 
 
@@ -463,9 +464,10 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     random.seed(recipe.seed)
     np.random.seed(recipe.seed % 2**32)
     torch.manual_seed(recipe.seed)
-    if env.is_main or not fsdp:  # under FSDP rank 0 reads (or builds) and broadcasts
-        full = (ckpt.load_torch(Path(resume[1]) / "model.pt", mmap=True) if resume
-                else initial_state(cfg, recipe))
+    if not resume:
+        full = None  # every rank initialises its own shard from the seed (shapelm.model.init)
+    elif env.is_main or not fsdp:  # under FSDP rank 0 reads and broadcasts
+        full = ckpt.load_torch(Path(resume[1]) / "model.pt", mmap=True)
     else:
         full = {}
     model, forward = build_parallel(cfg, recipe, env, full, amp)
@@ -531,8 +533,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             sums = torch.zeros(3, dtype=torch.float64, device=env.device)
             for j, (x, labels) in enumerate(batches):
                 sync = j == accum - 1
-                ctx = forward.no_sync() if (forward is not model and not sync) else contextlib.nullcontext()
-                with ctx:
+                with micro_batch_sync(model, forward, recipe, last=sync):
                     with amp_ctx():
                         out = forward(x, labels, z_loss_multiplier=z_mult, return_logits=False,
                                       loss_chunk_tokens=chunk)
