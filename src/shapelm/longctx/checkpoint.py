@@ -1,82 +1,44 @@
-"""Atomic, resumable training state for the YaRN finetune (``DIR/checkpoints/step-XXXXXXXX/``).
+"""Resumable training state of the YaRN finetune: pretraining's checkpoint layout.
 
-Each checkpoint directory holds ``state.pt`` (the full model state dict, the optimizer state
-keyed by parameter name as ``torch.distributed.checkpoint``'s full format -- the same as
-pretraining's, so 1-process and FSDP checkpoints interchange --, step, rank 0's RNG states, the
-run config as JSON) and is complete once it has its final name: it is written under a
-temporary name in the same folder and renamed with ``os.replace``. Loading uses
-``torch.load(weights_only=True)``.
+``DIR/checkpoints/step-XXXXXXXX/`` is written by `shapelm.train.checkpoint` (one module for
+both): ``model.pt`` (the full model state dict), ``optimizer.pt`` (the optimizer state keyed by
+parameter name, ``torch.distributed.checkpoint``'s full format, so 1-process and FSDP
+checkpoints interchange), ``trainer.pt`` (step and the finetune config as JSON),
+``rng-rank00000.pt`` (rank 0's generators) and ``meta.json`` (sizes and sha256s), sealed by an
+atomic rename. A checkpoint that is truncated or altered is skipped, with a warning, in favour
+of the previous one. Loading uses ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from shapelm.errors import DataError
+from shapelm.train import checkpoint as ckpt
+from shapelm.train.checkpoint import list_checkpoints, set_rng_state
 
-STATE = "state.pt"
-_STEP_DIR = re.compile(r"^step-(\d{8})$")
+__all__ = ["checkpoint_dir", "latest_checkpoint", "list_checkpoints", "load_checkpoint",
+           "save_checkpoint", "set_rng_state"]
 
-
-def rng_state() -> dict[str, Any]:
-    st = {
-        "torch": torch.get_rng_state(),
-        "python": json.dumps(random.getstate()),
-        "numpy": json.dumps(_np_state_to_json(np.random.get_state())),
-    }
-    if torch.cuda.is_available():
-        st["cuda"] = torch.cuda.get_rng_state_all()
-    return st
-
-
-def set_rng_state(st: dict[str, Any]) -> None:
-    torch.set_rng_state(st["torch"])
-    random.setstate(_tuples(json.loads(st["python"])))
-    np.random.set_state(_np_state_from_json(json.loads(st["numpy"])))
-    if "cuda" in st and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(st["cuda"])
-
-
-def _tuples(x):
-    return tuple(_tuples(i) for i in x) if isinstance(x, list) else x
-
-
-def _np_state_to_json(s):
-    return [s[0], s[1].tolist(), int(s[2]), int(s[3]), float(s[4])]
-
-
-def _np_state_from_json(s):
-    return (s[0], np.array(s[1], dtype=np.uint32), s[2], s[3], s[4])
+FORMAT = "shapelm-yarn-ckpt-v2"
 
 
 def checkpoint_dir(run_dir: str | os.PathLike, step: int) -> Path:
-    return Path(run_dir) / "checkpoints" / f"step-{step:08d}"
+    return ckpt.checkpoints_root(Path(run_dir)) / ckpt.step_dir_name(step)
 
 
-def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
-    root = Path(run_dir) / "checkpoints"
-    if not root.is_dir():
-        return []
-    out = []
-    for d in root.iterdir():
-        m = _STEP_DIR.match(d.name)
-        if m and (d / STATE).is_file():
-            out.append((int(m.group(1)), d))
-    return sorted(out)
-
-
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    ckpts = list_checkpoints(run_dir)
-    return ckpts[-1][1] if ckpts else None
+def latest_checkpoint(run_dir: str | os.PathLike, verify: bool = True) -> Path | None:
+    """The newest usable checkpoint (`verify`: by sha256, else by size). With `verify`, as at
+    a (re)start, leftovers of saves killed half way are removed first."""
+    if verify:
+        ckpt.clean_temporaries(Path(run_dir))
+    found = ckpt.latest_valid(Path(run_dir), verify=verify)
+    return found[1] if found else None
 
 
 def save_checkpoint(
@@ -91,40 +53,35 @@ def save_checkpoint(
 
     ``model_state`` / ``optimizer_state``: full CPU state dicts (``shapelm.train.loop.
     full_model_state`` / ``full_optimizer_state``)."""
-    final = checkpoint_dir(run_dir, step)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    state = {
-        "model": {k: v.detach().cpu() for k, v in model_state.items()},
-        "optimizer": optimizer_state,
-        "step": int(step),
-        "rng": rng_state(),
-        "config": json.dumps(config, sort_keys=True),
+    run_dir = Path(run_dir)
+    tmp = ckpt.begin_save(run_dir, step)
+    digests = {
+        "model.pt": ckpt.save_torch({k: v.detach().cpu() for k, v in model_state.items()},
+                                    tmp / "model.pt"),
+        "optimizer.pt": ckpt.save_torch(optimizer_state, tmp / "optimizer.pt"),
+        "trainer.pt": ckpt.save_torch({"format": FORMAT, "step": int(step),
+                                       "config": json.dumps(config, sort_keys=True)},
+                                      tmp / "trainer.pt"),
     }
-    with open(tmp / STATE, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    ckpt.save_torch(ckpt.rng_state(), tmp / "rng-rank00000.pt")
+    final = ckpt.finish_save(tmp, step, {"kind": "yarn_finetune"}, digests)
     if keep > 0:
-        for _, old in list_checkpoints(run_dir)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        ckpt.prune(run_dir, keep, protect=step)
     return final
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    f = Path(path) / STATE
-    if not f.is_file():
-        raise DataError(f"{f}: no training state")
+    """{"model", "optimizer", "step", "rng", "config"} of the checkpoint at `path`."""
+    path = Path(path)
     try:
         # mmap: an 8B state (~100 GB) is paged in as rank 0 broadcasts it, not read up front
-        state = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+        trainer = ckpt.load_torch(path / "trainer.pt")
+        state = {
+            "model": ckpt.load_torch(path / "model.pt", mmap=True),
+            "optimizer": ckpt.load_torch(path / "optimizer.pt", mmap=True),
+            "rng": ckpt.load_torch(path / "rng-rank00000.pt"),
+        }
     except Exception as e:  # a truncated or foreign file
-        raise DataError(f"{f}: cannot be loaded ({e})") from e
-    state["config"] = json.loads(state["config"])
+        raise DataError(f"{path}: cannot be loaded ({e})") from e
+    state.update(step=int(trainer["step"]), config=json.loads(trainer["config"]))
     return state

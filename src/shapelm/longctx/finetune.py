@@ -463,7 +463,8 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)
         return FinetuneResult("completed", step, cfg.steps, final)
-    path = _save(out, step, model, optimizer, run_cfg, cfg, env) if step != last_saved else latest_checkpoint(out)
+    path = (_save(out, step, model, optimizer, run_cfg, cfg, env) if step != last_saved
+            else latest_checkpoint(out, verify=False))
     if status == "preempted" and env.is_main:
         log.warning("stopped by %s at step %d: checkpoint %s; exit %d",
                     signal.Signals(stop_signal).name, step, path, 128 + stop_signal)
