@@ -344,6 +344,24 @@ def test_malformed_config_file_is_refused(tmp_path, change, key):
         plan_experiment(DEFAULT, configfiles=[path])
 
 
+@pytest.mark.parametrize("bad", ["..", "../../victim", "a/../../b", "/tmp/victim", "x/.."])
+def test_output_paths_stay_in_their_folder(bad):
+    """Behind the name pattern: each output path a name becomes is resolved and confined (here
+    on names the schema never saw, e.g. set by code after loading)."""
+    from shapelm.config import check_output_paths
+
+    exp = load_experiment(DEFAULT)
+    assert check_output_paths(exp) == []
+    exp.raw["data"]["validation_sets"] = ["default_web", bad]
+    (err,) = check_output_paths(exp)
+    assert err.startswith(f"data.validation_sets: {bad!r} would put outputs at ")
+    exp.raw["data"]["validation_sets"] = ["default_web"]
+    exp.runs[RUN]["tables"] = [bad]  # results/EXP/.targets/table_NAME.done
+    target = (Path("results") / "default" / ".targets" / f"table_{bad}.done").resolve()
+    expected = f"runs.{RUN}.tables: {bad!r} would put outputs at {target}, outside results/default/"
+    assert check_output_paths(exp)[:1] == ([] if "/" not in bad else [expected])
+
+
 def test_duplicate_key_names_its_line(tmp_path):
     path = tmp_path / "dup.yaml"
     path.write_text(replace_text("  factor: 8\n", "  factor: 8\n  factor: 4\n")(DEFAULT_TEXT))

@@ -33,7 +33,7 @@ import yaml
 
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config, kind_keys
-from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
+from shapelm.model.config import ModelConfig
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 #: Snakemake's configfile loader evaluates YTE templates when a file sets this key.
@@ -75,10 +75,8 @@ class TrainRecipe:
     seed: int = 6198
     frozen_lm_head: bool = False
     precision: str = "auto"  # auto: bf16 autocast on GPU, float32 on CPU
-    compile: bool | str = "auto"  # auto: compiled blocks on CUDA, eager elsewhere
-    distributed: str = "ddp"  # ddp | fsdp | hsdp (shard within a node, replicate across nodes)
-    activation_checkpointing: str = "none"  # none | selective | ffn | full (shapelm.model.transformer)
-    fp8: bool = False  # torchao float8 training of the blocks' Linear layers (CUDA, SM89+)
+    compile: bool = False
+    distributed: str = "ddp"  # ddp | fsdp
     checkpoint_every: int = 1000  # optimizer steps
     keep_last: int = 2
     log_every: int = 10
@@ -114,13 +112,8 @@ class TrainRecipe:
             raise ConfigError(f"{where}.lr must be positive, got {self.lr}")
         if self.precision not in ("auto", "float32", "bf16"):
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
-        if self.distributed not in ("ddp", "fsdp", "hsdp"):
-            raise ConfigError(f"{where}.distributed must be ddp, fsdp or hsdp, got {self.distributed!r}")
-        if self.compile not in (True, False, "auto"):
-            raise ConfigError(f"{where}.compile must be true, false or auto, got {self.compile!r}")
-        if self.activation_checkpointing not in RECOMPUTE_MODES:
-            raise ConfigError(f"{where}.activation_checkpointing must be one of {RECOMPUTE_MODES}, "
-                              f"got {self.activation_checkpointing!r}")
+        if self.distributed not in ("ddp", "fsdp"):
+            raise ConfigError(f"{where}.distributed must be ddp or fsdp, got {self.distributed!r}")
         if self.micro_batch_size <= 0 or self.batch_sequences % self.micro_batch_size:
             raise ConfigError(
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide the "
@@ -363,11 +356,13 @@ OUTPUT_ROOTS = ("work", "results", "paper_figures", "logs")
 
 
 def _escapes(root: str, parts: list[str]) -> str | None:
-    """Where `root/parts...` resolves to if that is not strictly inside `root/parts[0]`."""
+    """Where `root/parts...` resolves to, if a part is not one plain path component or the
+    result is not inside `root/parts[0]` (followed symlinks included); else None."""
     base = Path(root).resolve()
     top = (base / parts[0]).resolve()
     full = top.joinpath(*parts[1:]).resolve()
-    if top.parent != base or not (full == top or top in full.parents) or any(p in ("", ".", "..") for p in parts):
+    plain = all(p not in ("", ".", "..") and Path(p).name == p and "\\" not in p for p in parts)
+    if not plain or top.parent != base or not (full == top or top in full.parents):
         return str(full)
     return None
 
@@ -379,28 +374,29 @@ def check_output_paths(exp: Experiment) -> list[str]:
     from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_slug
 
     raw, name = exp.raw, exp.name
-    named: list[tuple[str, Any, list[str]]] = [("name", name, [])]
-    named += [(f"scales.{s}", s, ["data", s]) for s in raw["scales"]]
-    named += [(f"runs.{r}", r, ["runs", r]) for r in exp.runs]
-    named += [(f"runs.{r}.tables", t, [".targets", f"table_{t}.done"])
+    # (key, value, output root, path below root/EXP): the paths of workflow/rules/*.smk
+    named: list[tuple[str, Any, str, list[str]]] = [("name", name, root, []) for root in OUTPUT_ROOTS]
+    named += [(f"scales.{s}", s, "work", ["data", s]) for s in raw["scales"]]
+    named += [(f"scales.{s}", s, "results", ["decode", f"pair_{s}.json"]) for s in raw["scales"]]
+    named += [(f"runs.{r}", r, root, ["runs", r]) for r in exp.runs for root in ("work", "results")]
+    named += [(f"runs.{r}.tables", t, "results", [".targets", f"table_{t}.done"])
               for r, run in exp.runs.items() for t in run["tables"]]
     for scale in raw["scales"]:
         data = scale_data(raw, scale)
         key = f"scales.{scale}.data" if "data" in raw["scales"][scale] else "data"
-        named += [(f"{key}.validation_sets", v, ["data", "val", v]) for v in data.get("validation_sets", [])]
+        named += [(f"{key}.validation_sets", v, "work", ["data", "val", v])
+                  for v in data.get("validation_sets", [])]
         if retokenizes(data):
             tok = run_tokenizer(data)
-            named.append((f"{key}.tokenizer", tok, ["data", f"val-{tokenizer_slug(tok)}"]))
+            named.append((f"{key}.tokenizer", tok, "work", ["data", f"val-{tokenizer_slug(tok)}"]))
     errors = []
-    for key, value, parts in named:
+    for key, value, root, parts in named:
         if not isinstance(value, str) or not value:
             errors.append(f"{key}: {value!r} is not a name")
             continue
-        for root in OUTPUT_ROOTS:
-            where = _escapes(root, [name, *parts])
-            if where:
-                errors.append(f"{key}: {value!r} would put outputs at {where}, outside {root}/{name}/")
-                break
+        where = _escapes(root, [name, *parts])
+        if where:
+            errors.append(f"{key}: {value!r} would put outputs at {where}, outside {root}/{name}/")
     return list(dict.fromkeys(errors))
 
 
