@@ -1,7 +1,6 @@
 """lm-eval integration: ShapelmLM, the generated tasks, downstream runs, the command line."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -246,12 +245,20 @@ def test_every_paper_task_runs_from_local_files(world, tmp_path):
     s = raw["samples"]
     assert s["shapelm_arc_easy"][0]["arguments"][0] == ("Question: Who sells apples?\nAnswer:", " Alice")
     assert s["shapelm_trivia_qa"][0]["arguments"][0] == ("\nQuestion: Who sells apples?\nAnswer:", " Alice")
-    assert s["shapelm_winogrande"][0]["arguments"] == [("Alice gave Bruno", " apples."),
-                                                       ("Alice gave Chen", " apples.")]
-    piqa = s["shapelm_piqa"][0]
+    # lm-eval's stock tasks, run under their own names on the local data
+    assert s["winogrande"][0]["arguments"] == [("Alice gave Bruno", " apples."),
+                                               ("Alice gave Chen", " apples.")]
+    assert s["hellaswag"][0]["arguments"][0] == ("Market: Alice sells apples. She", " sells more.")
+    assert s["lambada_openai"][0]["arguments"][0] == ("Alice sells 2 apples at the", " market")
+    assert flat["details"]["wikitext"]["lm_eval_task"] == "wikitext"
+    piqa = s["piqa"][0]
     lls = [r[0][0] for r in piqa["resps"]]
     want = 1.0 if (lls[0] / len("at the market")) > (lls[1] / len("at sea")) else 0.0
-    assert piqa["len_norm"] == want
+    assert piqa["acc_norm"] == want
+    assert raw["configs"]["piqa"]["dataset_path"] == "json"  # the stock YAML, our data
+    # standard errors: analytic for the accuracies (sqrt(p(1-p)/(n-1)), here n = 2)
+    arc = flat["details"]["arc_easy"]
+    assert arc["acc_stderr"] == pytest.approx((arc["acc"] * (1 - arc["acc"]) / 1) ** 0.5)
 
 
 def test_downstream_cli_writes_flat_json(world, tmp_path):
@@ -263,6 +270,16 @@ def test_downstream_cli_writes_flat_json(world, tmp_path):
     res = json.loads(out.read_text())
     assert set(res["metrics"]) == {"heldout_mc", "heldout_ce"}
     assert res["Avg Acc"] == res["metrics"]["heldout_mc"] and res["details"]["heldout_mc"]["n"] == 10
+    assert res["details"]["heldout_mc"]["acc_stderr"] > 0 and res["details"]["heldout_ce"]["ce_loss_stderr"] > 0
+    # lm-eval's own results and samples beside the summary
+    lm_dir = tmp_path / "ds_lm_eval"
+    assert res["lm_eval_output"] == str(lm_dir)
+    own = json.loads((lm_dir / "results.json").read_text())
+    assert own["n-samples"]["shapelm_heldout_mc"]["effective"] == 10
+    assert own["versions"]["shapelm_heldout_mc"] == 2.0 and "shapelm_heldout_ce" in own["configs"]
+    assert own["results"]["shapelm_heldout_mc"]["acc,none"] == res["metrics"]["heldout_mc"]
+    samples = (lm_dir / "samples_shapelm_heldout_mc.jsonl").read_text().splitlines()
+    assert len(samples) == 10 and "acc_norm" in json.loads(samples[0])
 
 
 def test_downstream_cli_names_a_missing_task_file(world, tmp_path, capsys):
@@ -273,23 +290,27 @@ def test_downstream_cli_names_a_missing_task_file(world, tmp_path, capsys):
 
 
 def test_lm_eval_registration_keeps_stock_models():
-    import shapelm.evaluation.lm_eval_model  # noqa: F401
     from lm_eval.api.registry import get_model
+
+    import shapelm.evaluation.lm_eval_model  # noqa: F401
 
     assert get_model("shapelm").__name__ == "ShapelmLM"
     assert "hf" in __import__("lm_eval.api.registry", fromlist=["x"]).model_registry
 
 
-@pytest.mark.slow
 def test_lm_eval_command_line(world, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-m", "shapelm.evaluation.lm_eval_cli", "--model", "shapelm",
+    """`shapelm-lm-eval` is lm-eval's command line with `--model shapelm` known."""
+    exe = Path(sys.executable).with_name("shapelm-lm-eval")
+    assert exe.is_file(), "console script missing: reinstall the package (uv pip install -e .)"
+    cmd = [str(exe), "--model", "shapelm",
            "--model_args", f"pretrained={world['root'] / 'trained'},tokenizer={world['tok']}",
            "--include_path", str(world["tasks"]), "--tasks", "shapelm_heldout_mc,shapelm_heldout_ce",
-           "--limit", "8", "--batch_size", "8", "--output_path", str(tmp_path / "out")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+           "--limit", "8", "--batch_size", "8", "--device", "cpu", "--output_path", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     files = list((tmp_path / "out").rglob("results_*.json"))
     assert files, proc.stdout[-2000:]
     res = json.loads(files[0].read_text())["results"]
-    assert "len_norm,none" in res["shapelm_heldout_mc"] and "ce_loss,none" in res["shapelm_heldout_ce"]
+    assert "acc_norm,none" in res["shapelm_heldout_mc"] and "ce_loss,none" in res["shapelm_heldout_ce"]
+    assert res["shapelm_heldout_mc"]["acc_stderr,none"] > 0
+

@@ -44,17 +44,6 @@ def test_aggregate_is_the_papers_mean_of_ppls():
     assert agg["exp_mean_loss"] < agg["val_ppl"]  # Jensen: the two are different numbers
 
 
-def test_len_norm_excludes_leading_space_and_uses_characters():
-    # " ab" (2 chars) ll -2 -> -1.0 per char; " abcdé" (5 chars, 6 bytes) ll -4 -> -0.8
-    assert M.len_norm_scores([-2.0, -4.0], [" ab", " abcdé"]) == [-1.0, -0.8]
-    assert M.mc_acc([-2.0, -4.0], 0) == 1.0
-    assert M.mc_len_norm([-2.0, -4.0], [" ab", " abcdé"], 1) == 1.0
-    # lm-eval's acc_norm would divide by bytes incl. the space: -2/3, -4/7 -> also choice 1, but
-    # a case where they differ: " é" (1 char, 3 bytes with space) vs " ab" (2 chars, 3 bytes)
-    assert M.mc_len_norm([-1.5, -2.0], [" é", " ab"], 1) == 1.0  # -1.5/1 < -2/2
-    assert M.continuation_chars("x") == 1 and M.continuation_chars(" ") == 1
-
-
 def test_ce_per_char():
     assert M.ce_per_char(-6.0, " Paris") == pytest.approx(6.0 / 5)
     assert M.ce_per_char(-3.0, "abc") == pytest.approx(1.0)
@@ -62,27 +51,40 @@ def test_ce_per_char():
     assert M.mean([1.645, 1.404]) == pytest.approx(1.5245)
 
 
-def test_task_functions_compute_olmo_metrics():
+def test_task_functions_compute_olmo_prompts_and_ce():
     f = fns()
     arc = {"question": "Q?", "choices": {"text": ["aa", "bbbb"], "label": ["A", "B"]}, "answerKey": "B"}
     assert f.arc_text(arc) == "Question: Q?\nAnswer:"
     assert f.arc_gold(arc) == 1 and f.arc_gold({**arc, "answerKey": "2"}) == 1
-    # raw: -3 > -4 -> choice 0 (wrong); per char: -3/2=-1.5 < -4/4=-1 -> choice 1 (right)
-    assert f.process_arc(arc, [(-3.0, False), (-4.0, False)]) == {"acc": 0.0, "len_norm": 1.0}
+    assert f.arc_choices(arc) == ["aa", "bbbb"]
     tqa = {"question": "Capital of France?", "answer": {"value": "Paris", "aliases": []}}
     assert f.qa_text(tqa) == "\nQuestion: Capital of France?\nAnswer:"
     assert f.triviaqa_target(tqa) == " Paris"
     assert f.process_triviaqa(tqa, [(-6.0, False)]) == {"ce_loss": pytest.approx(1.2)}
     assert f.process_nq({"question": "q", "answer": ["ab", "x"]}, [(-1.0, True)]) == {"ce_loss": 0.5}
-    wino = {"sentence": "Tom gave _ the ball.", "option1": "Ann", "option2": "Bob", "answer": "2"}
-    assert f.winogrande_choices(wino) == ["Tom gave Ann", "Tom gave Bob"]
-    assert f.winogrande_target(wino) == "the ball." and f.winogrande_text(wino) == 1
-    assert f.process_winogrande(wino, [(-2.0, False), (-1.0, False)])["acc"] == 1.0
-    hs = {"activity_label": "Roof", "ctx_a": "A man [title] is on a roof.", "ctx_b": "he", "endings": ["x"], "label": "0"}
-    assert f.hellaswag_text(hs) == "Roof: A man. is on a roof. He"
     assert f.boolq_gold({"answer": True}) == 0 and f.boolq_gold({"answer": False}) == 1
     assert f.sciq_text({"support": " s ", "question": "q"}) == "s\nQuestion: q\nAnswer:"
-    assert f.process_lambada({"text": "a b"}, [(-2.0, True)]) == {"ppl": -2.0, "acc": 1.0}
+    assert f.siqa_gold({"label": "3"}) == 2
+    # multiple choice is scored by lm-eval itself: no metric of shapelm's own is left
+    assert not any(n.startswith("process_") and "ce" not in n and n not in ("process_triviaqa", "process_nq")
+                   for n in dir(f))
+
+
+def test_lm_eval_acc_norm_is_olmos_len_norm(tmp_path):
+    """lm-eval's acc_norm on a shapelm task: log-likelihood / characters of the choice (OLMo's
+    len_norm: leading space excluded, characters not bytes), decided on a hand-made case."""
+    from lm_eval.tasks import TaskManager
+
+    data = tmp_path / "arc.jsonl"
+    # raw: -3 > -5 -> choice 0 (wrong); per character: -3/2 = -1.5 < -5/4 = -1.25 -> choice 1
+    # (right); per UTF-8 byte with the space it would be choice 0 again: -3/5 > -5/5
+    doc = {"question": "Q?", "choices": {"text": ["éé", "bbbb"], "label": ["A", "B"]}, "answerKey": "B"}
+    data.write_text(__import__("json").dumps(doc) + "\n")
+    write_tasks(tmp_path / "t", ["arc_easy"], {"arc_easy": str(data)})
+    task = TaskManager(include_path=str(tmp_path / "t"), include_defaults=False).load(
+        ["shapelm_arc_easy"])["tasks"]["shapelm_arc_easy"]
+    assert task.process_results(doc, [(-3.0, False), (-5.0, False)]) == {"acc": 0.0, "acc_norm": 1.0}
+    assert task.process_results(doc, [(-3.0, False), (-6.5, False)]) == {"acc": 0.0, "acc_norm": 0.0}
 
 
 def test_task_names_and_sets():
@@ -90,6 +92,9 @@ def test_task_names_and_sets():
                                            "commonsense_qa", "trivia_qa", "natural_qs"]
     assert "winogrande" in expand_task_names(["tapered"])
     assert expand_task_names(["shapelm_piqa,sciq", "piqa"]) == ["piqa", "sciq"]
+    # lm-eval's names: its alias of ours, and a stock task shapelm has no spec for
+    assert expand_task_names(["lambada_openai", "openbookqa"]) == ["lambada", "openbookqa"]
+    assert SPECS["lambada"].lm_eval_name == "lambada_openai" and SPECS["sciq"].lm_eval_name == "shapelm_sciq"
     with pytest.raises(EvalError, match="unknown task 'nope'"):
         expand_task_names(["nope"])
     assert {SPECS[n].kind for n in ("trivia_qa", "natural_qs")} == {"ce"}
@@ -103,7 +108,7 @@ def test_dataset_block_local_and_hub(tmp_path):
     hub = dataset_block(SPECS["arc_easy"], None)
     assert 'dataset_path: "allenai/ai2_arc"' in hub and 'dataset_name: "ARC-Easy"' in hub
     assert 'validation_split: "validation"' in hub
-    assert 'test_split: "test"' in dataset_block(SPECS["piqa"], "ybisk/piqa@test")
+    assert 'test_split: "test"' in dataset_block(SPECS["arc_easy"], "allenai/ai2_arc@test")
     assert parse_task_data(["piqa=/x/p.jsonl"]) == {"piqa": "/x/p.jsonl"}
 
 

@@ -158,8 +158,9 @@ def test_export_pre_norm_with_qk_norm_uses_remote_code(tmp_path):
         torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["olmo2_yarn", "llama"])
+@pytest.mark.parametrize("case", ["olmo2_yarn", "llama", "olmo2", "llama_yarn"])
 def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokenizer):
+    """Each stock export reloads with transformers' own class, its RoPE as written, same logits."""
     from transformers import AutoTokenizer
 
     kw, arch = CASES[case]
@@ -168,6 +169,15 @@ def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokeni
     assert info["architecture"] == arch and type(hf).__name__ == arch
     out = tmp_path / f"{case}_hf"
     assert not (out / "modeling_shapelm.py").exists()
+    written = json.loads((out / "config.json").read_text())
+    theta = model.config.rope_theta
+    assert theta != 10_000 and written["rope_parameters"]["rope_theta"] == written["rope_theta"] == theta
+    assert hf.config.rope_parameters["rope_theta"] == theta  # what transformers read back
+    assert hf.config.rope_parameters["rope_type"] == ("yarn" if "yarn" in case else "default")
+    head_dim = model.config.layers[0].attention.head_dim
+    if "yarn" not in case:
+        want = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        torch.testing.assert_close(hf.model.rotary_emb.inv_freq, want)
     tok = AutoTokenizer.from_pretrained(out)
     assert tok.eos_token == "<|endoftext|>"
     x = ids()
@@ -226,6 +236,16 @@ def test_lm_eval_hf_model_matches_shapelm_lm(tmp_path, tiny_tokenizer):
     b = ShapelmLM(model=model, tokenizer=str(tiny_tokenizer)).loglikelihood(reqs)
     for (la, ga), (lb, gb) in zip(a, b):
         assert la == pytest.approx(lb, abs=1e-4) and ga == gb
+
+
+def test_export_refuses_a_transformers_that_ignores_rope_parameters(tmp_path, monkeypatch):
+    import transformers
+
+    save_pretrained(randomized(cfg()), tmp_path / "m" / "final")
+    monkeypatch.setattr(transformers, "__version__", "4.57.1")
+    with pytest.raises(EvalError, match=r"transformers >= 5\.0 \(found 4\.57\.1\).*rope_theta 10000"):
+        export_hf(tmp_path / "m", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
 
 
 def test_export_rejects_checkpoint_whose_shape_disagrees_with_config(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 def _ppl(args):
     from shapelm.evaluation.ppl import run_ppl
 
@@ -55,7 +54,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or transformers dir")
     p.add_argument("--tasks", nargs="+", default=["olmo"],
-                   help="task names or sets: olmo, tapered, heldout (default olmo)")
+                   help="task names (shapelm's, or any lm-eval task) or sets: olmo, tapered, heldout "
+                        "(default olmo)")
     p.add_argument("--task-data", nargs="*", default=None,
                    help="NAME=FILE.jsonl or NAME=HUB_ID[:CONFIG][@SPLIT], or a JSON/YAML mapping file")
     p.add_argument("--tasks-dir", default=None, help="where to write the task YAMLs (default: temp)")
@@ -64,6 +64,12 @@ def add_commands(subparsers) -> None:
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--bootstrap-iters", type=int, default=1000,
+                   help="lm-eval's bootstrap for perplexity standard errors (accuracies: analytic); "
+                        "0 = no standard errors")
+    p.add_argument("--lm-eval-output", default=None,
+                   help="where lm-eval's own results.json and samples go (default: OUT's stem + _lm_eval)")
+    p.add_argument("--no-samples", action="store_true", help="do not save lm-eval's per-example samples")
     p.add_argument("--out", required=True)
     p.set_defaults(func=_downstream)
 

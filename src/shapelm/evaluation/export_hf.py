@@ -6,7 +6,10 @@ export as a stock transformers architecture:
 * ``Olmo2ForCausalLM`` when qk_norm and norm_placement == "reordered" (OLMo-2);
 * ``LlamaForCausalLM`` when no qk_norm and norm_placement == "pre" (LLaMA);
 
-with YaRN as transformers' ``rope_parameters`` (rope_type "yarn"). Every other shape
+with RoPE/YaRN as transformers' ``rope_parameters`` (rope_type "yarn"); transformers < 5 does not
+read that key (a stock export would silently get rope_theta 10000), hence the bound in
+pyproject.toml and the check in ``export_hf``; ``rope_theta`` is also written at the top level
+for tools that read only that (converters, servers). Every other shape
 (hourglass K>1, per-layer widths, attention-free layers, pre-norm + qk_norm, reordered without
 qk_norm) exports with trust_remote_code: `modeling_shapelm.py` + `configuration_shapelm.py`
 copied from `shapelm/hf_remote/` and ``auto_map`` in config.json.
@@ -85,7 +88,22 @@ def stock_config(cfg: ModelConfig, arch: str, eos_id: int | None = None):
         hf.head_dim = attn.head_dim  # Olmo2Attention reads getattr(config, "head_dim", ...)
     hf.architectures = [arch]
     hf.dtype = "float32"
+    hf.rope_theta = cfg.rope_theta  # the same value as in rope_parameters, for readers of the old key
     return hf
+
+
+MIN_TRANSFORMERS = (5, 0)
+
+
+def check_transformers_version() -> None:
+    """transformers < 5 ignores ``rope_parameters``: refuse to write an export it would misread."""
+    import transformers
+
+    major_minor = tuple(int(x) for x in transformers.__version__.split(".")[:2])
+    if major_minor < MIN_TRANSFORMERS:
+        raise EvalError(f"export-hf needs transformers >= {'.'.join(map(str, MIN_TRANSFORMERS))} (found "
+                        f"{transformers.__version__}): older versions ignore rope_parameters and would "
+                        "load the export with rope_theta 10000")
 
 
 def stock_state_dict(state: dict[str, torch.Tensor], arch: str) -> dict[str, torch.Tensor]:
@@ -166,6 +184,7 @@ def write_tokenizer(spec: str, out: Path) -> int:
 
 def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, tokenizer: str | None = None,
               force_remote: bool = False, dtype: str = "float32") -> dict:
+    check_transformers_version()
     model = load_model(checkpoint)
     cfg = model.config
     arch = choose_architecture(cfg, force_remote)

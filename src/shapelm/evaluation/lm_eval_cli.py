@@ -1,11 +1,15 @@
-"""``python -m shapelm.evaluation.lm_eval_cli ARGS``: lm-eval's own command line with the
-``shapelm`` model registered (lm-eval 0.4.x does not load models from entry points).
+"""``shapelm-lm-eval ARGS`` (or ``python -m shapelm.evaluation.lm_eval_cli ARGS``): lm-eval's own
+command line with the ``shapelm`` model registered.
 
-Accepts exactly the ``lm_eval`` arguments, e.g.::
+lm-eval 0.4.x finds models only in its own ``MODEL_MAPPING`` and in classes already imported
+(``lm_eval.api.registry`` reads no entry-point group), so the plain ``lm_eval`` executable cannot
+see ``shapelm``. This is a drop-in ``lm_eval``: same arguments, same output, e.g.::
 
-    python -m shapelm.evaluation.lm_eval_cli --model shapelm \\
+    shapelm-lm-eval --model shapelm \\
         --model_args pretrained=runs/x,tokenizer=tokenizer.json \\
-        --include_path tasks/ --tasks shapelm_arc_easy --output_path out/
+        --include_path tasks/ --tasks shapelm_arc_easy,piqa --output_path out/
+
+The plain ``lm_eval`` works on an exported checkpoint (``shapelm export-hf``) with ``--model hf``.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import sys
 
 
 def main() -> None:
-    import shapelm.evaluation.lm_eval_model  # noqa: F401  (registers "shapelm")
     from lm_eval.__main__ import cli_evaluate
+
+    import shapelm.evaluation.lm_eval_model  # noqa: F401  (registers "shapelm")
 
     cli_evaluate()
 

@@ -7,7 +7,7 @@ Python::
 
 Command line: lm-eval 0.4.x has no plugin entry points (models are found only in its own
 ``MODEL_MAPPING`` or in classes already imported), so the ``lm_eval`` executable cannot see this
-class; ``python -m shapelm.evaluation.lm_eval_cli --model shapelm ...`` imports this module and
+class; ``shapelm-lm-eval --model shapelm ...`` (``shapelm.evaluation.lm_eval_cli``) imports this module and
 then runs lm-eval's own ``cli_evaluate`` (same arguments).
 
 Scoring follows lm-eval's ``hf`` model: context+continuation encoded together and split at the
@@ -62,7 +62,7 @@ class ShapelmLM(TemplateLM):
         if kwargs:
             log.warning("ShapelmLM: ignoring unknown arguments %s", sorted(kwargs))
         self._device = torch.device(resolve_device(device))
-        self._dtype = resolve_dtype(dtype)
+        self._dtype = resolve_dtype(dtype, self._device)
         if model is None:
             if pretrained is None:
                 raise EvalError("ShapelmLM: pass pretrained=<checkpoint dir> (or model=<Transformer>)")

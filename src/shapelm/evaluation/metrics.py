@@ -4,13 +4,11 @@ Held-out perplexity (PROTOCOLS.md section 6): per set, token-weighted mean cross
 fixed-length instances and PPL = exp(mean); the paper aggregates several sets as the mean of
 the losses and the *arithmetic* mean of the PPLs (exp(mean loss) is reported beside them).
 
-Downstream (OLMo's olmo/eval/downstream.py, PROTOCOLS.md section 7):
-
-* ``acc``: argmax of the summed log-likelihood of each choice;
-* ``len_norm``: argmax of log-likelihood / characters of the continuation, leading space
-  excluded (lm-eval's ``acc_norm`` divides by the *byte* length *including* the space);
-* ``ce_loss``: -(log-likelihood of " answer") / characters of the answer (no leading space),
-  averaged over questions and printed without exp.
+Downstream (OLMo's olmo/eval/downstream.py, PROTOCOLS.md section 7): multiple-choice ``acc`` and
+``len_norm`` are lm-eval's own ``acc`` and ``acc_norm`` (lm-eval 0.4.x divides by the characters
+of the choice without the delimiter, as OLMo does), so only OLMo's ``ce_loss`` is defined here:
+-(log-likelihood of " answer") / characters of the answer (no leading space), averaged over
+questions and printed without exp.
 """
 
 from __future__ import annotations
@@ -61,31 +59,6 @@ def continuation_chars(continuation: str) -> int:
     """
     n = len(continuation) - 1 if continuation.startswith(" ") else len(continuation)
     return max(n, 1)
-
-
-def len_norm_scores(logliks: Sequence[float], continuations: Sequence[str]) -> list[float]:
-    """Per-choice log-likelihood / characters (leading space excluded)."""
-    if len(logliks) != len(continuations):
-        raise ValueError(f"{len(logliks)} log-likelihoods for {len(continuations)} choices")
-    return [ll / continuation_chars(c) for ll, c in zip(logliks, continuations)]
-
-
-def _argmax(xs: Sequence[float]) -> int:
-    best = 0
-    for i, x in enumerate(xs):
-        if x > xs[best]:
-            best = i
-    return best
-
-
-def mc_acc(logliks: Sequence[float], gold: int) -> float:
-    """1.0 when the gold choice has the highest summed log-likelihood (ties: first wins)."""
-    return 1.0 if _argmax(list(logliks)) == gold else 0.0
-
-
-def mc_len_norm(logliks: Sequence[float], continuations: Sequence[str], gold: int) -> float:
-    """1.0 when the gold choice has the highest per-character log-likelihood."""
-    return 1.0 if _argmax(len_norm_scores(logliks, continuations)) == gold else 0.0
 
 
 def ce_per_char(loglik: float, answer: str) -> float:

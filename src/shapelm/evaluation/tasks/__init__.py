@@ -1,10 +1,20 @@
-"""shapelm's downstream tasks as lm-eval task YAMLs, generated at run time with chosen data.
+"""shapelm's downstream tasks as lm-eval tasks: lm-eval's stock tasks where OLMo's protocol is
+the same, generated YAMLs where it differs.
 
-``write_tasks(out_dir, task_data)`` renders the templates in ``templates/`` for the named tasks
-and copies ``shapelm_task_fns.py`` beside them; lm-eval then loads them with
-``--include_path out_dir`` (or ``TaskManager(include_path=out_dir)``). Each task is registered
-in lm-eval as ``shapelm_<name>`` so it never shadows lm-eval's stock task of the same name
-(which follows a different protocol: test splits, letter choices, exact match...).
+``write_tasks(out_dir, tasks, task_data)`` writes one YAML per task into ``out_dir``; lm-eval then
+loads them with ``--include_path out_dir`` (or ``TaskManager(include_path=out_dir)``).
+
+* A task whose protocol is lm-eval's own (``piqa``, ``hellaswag``, ``winogrande``,
+  ``lambada_openai``, ``wikitext``) keeps lm-eval's name and YAML: the file written is
+  ``include: <lm-eval's YAML>`` plus, when local data are given, the dataset lines.
+* A task whose protocol differs (split, prompt, or a metric lm-eval lacks: OLMo's ce_loss) is
+  rendered from ``templates/`` as ``shapelm_<name>`` so it never shadows lm-eval's stock task of
+  the same name; the differences are listed in docs/EVALUATION.md.
+* Any other lm-eval task name (``openbookqa``...) runs as lm-eval defines it, from the HF cache.
+
+Multiple-choice accuracy is lm-eval's ``acc`` and ``acc_norm`` in every case: lm-eval 0.4.x's
+``acc_norm`` divides the log-likelihood by the characters of the choice without the target
+delimiter, which is OLMo's ``len_norm``.
 
 ``task_data`` maps a task name to its data: a local ``.jsonl``/``.json`` file (one example per
 line, in the hub dataset's own schema) or a hub id ``path[:config][@split]``; tasks not in the
@@ -13,6 +23,7 @@ mapping use their default hub id (needs the HF datasets cache or network).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -30,13 +41,23 @@ PREFIX = "shapelm_"
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
-    template: str  # templates/<template>.yaml
+    template: str  # templates/<template>.yaml ("" for a stock task)
     fn: str  # function prefix in shapelm_task_fns.py
     hub: str  # default hub dataset: path[:config]
     split: str
     kind: str  # "acc" (counts in Avg Acc), "ce" (counts in Avg PPL), "ppl" (reported only)
-    primary: str  # the metric the paper reports
+    primary: str  # the metric the paper reports ("" for a stock task not in SPECS: chosen from its output)
     description: str
+    stock: str = ""  # lm-eval's task of the same protocol, run under its own name
+    stock_yaml: str = ""  # its YAML, relative to lm_eval/tasks/
+
+    @property
+    def lm_eval_name(self) -> str:
+        return self.stock or PREFIX + self.name
+
+
+def _stock(name, stock, stock_yaml, hub, split, kind, primary, description):
+    return TaskSpec(name, "", "", hub, split, kind, primary, description, stock, stock_yaml)
 
 
 SPECS: dict[str, TaskSpec] = {
@@ -44,14 +65,14 @@ SPECS: dict[str, TaskSpec] = {
     for s in [
         # OLMo's / the seed paper's Table 7 set
         TaskSpec("arc_easy", "mc", "arc", "allenai/ai2_arc:ARC-Easy", "validation", "acc", "acc",
-                 "ARC-Easy, Question/Answer prompt, raw log-likelihood"),
-        TaskSpec("hellaswag", "mc", "hellaswag", "Rowan/hellaswag", "validation", "acc", "len_norm",
-                 "HellaSwag, OLMo preprocessing, per-character normalised"),
-        TaskSpec("piqa", "mc", "piqa", "ybisk/piqa", "validation", "acc", "len_norm",
-                 "PIQA, Question/Answer prompt, per-character normalised"),
+                 "ARC-Easy, Question/Answer prompt, validation split, raw log-likelihood"),
+        _stock("hellaswag", "hellaswag", "hellaswag/hellaswag.yaml", "Rowan/hellaswag", "validation",
+               "acc", "acc_norm", "HellaSwag (lm-eval's task = OLMo's preprocessing), per-character normalised"),
+        _stock("piqa", "piqa", "piqa/piqa.yaml", "baber/piqa", "validation", "acc", "acc_norm",
+               "PIQA (lm-eval's task), Question/Answer prompt, per-character normalised"),
         TaskSpec("sciq", "mc", "sciq", "allenai/sciq", "validation", "acc", "acc",
-                 "SciQ with support passage, raw log-likelihood"),
-        TaskSpec("commonsense_qa", "mc", "arc", "tau/commonsense_qa", "validation", "acc", "len_norm",
+                 "SciQ with support passage, validation split, raw log-likelihood"),
+        TaskSpec("commonsense_qa", "mc", "arc", "tau/commonsense_qa", "validation", "acc", "acc_norm",
                  "CommonsenseQA, ARC-style prompt, per-character normalised"),
         TaskSpec("trivia_qa", "ce", "triviaqa", "mandarjoshi/trivia_qa:rc.wikipedia.nocontext",
                  "validation", "ce", "ce_loss", "TriviaQA answer CE per character"),
@@ -59,17 +80,18 @@ SPECS: dict[str, TaskSpec] = {
                  "ce_loss", "Natural Questions (open) answer CE per character"),
         # Tapered's set (the same protocol where it applies)
         TaskSpec("arc_challenge", "mc", "arc", "allenai/ai2_arc:ARC-Challenge", "validation", "acc",
-                 "len_norm", "ARC-Challenge, Question/Answer prompt, per-character normalised"),
-        TaskSpec("winogrande", "mc_multi_input", "winogrande", "allenai/winogrande:winogrande_xl",
-                 "validation", "acc", "acc", "WinoGrande, partial scoring of the shared suffix"),
-        TaskSpec("social_iqa", "mc", "siqa", "allenai/social_i_qa", "validation", "acc", "len_norm",
+                 "acc_norm", "ARC-Challenge, Question/Answer prompt, validation split, per-character normalised"),
+        _stock("winogrande", "winogrande", "winogrande/default.yaml", "allenai/winogrande:winogrande_xl",
+               "validation", "acc", "acc", "WinoGrande (lm-eval's task), partial scoring of the shared suffix"),
+        TaskSpec("social_iqa", "mc", "siqa", "lighteval/siqa", "validation", "acc", "acc_norm",
                  "Social IQa, Question/Answer prompt, per-character normalised"),
         TaskSpec("boolq", "mc", "boolq", "google/boolq", "validation", "acc", "acc",
                  "BoolQ passage/question, yes/no"),
-        TaskSpec("lambada", "lambada", "lambada", "EleutherAI/lambada_openai:default", "test", "acc",
-                 "acc", "LAMBADA (OpenAI) last-word accuracy; ppl reported beside"),
-        TaskSpec("wikitext", "rolling", "wikitext", "EleutherAI/wikitext_document_level:wikitext-2-raw-v1",
-                 "test", "ppl", "word_perplexity", "WikiText-2 document word perplexity"),
+        _stock("lambada", "lambada_openai", "lambada/lambada_openai.yaml", "EleutherAI/lambada_openai:default",
+               "test", "acc", "acc", "LAMBADA (OpenAI; lm-eval's task) last-word accuracy; perplexity beside"),
+        _stock("wikitext", "wikitext", "wikitext/wikitext.yaml",
+               "EleutherAI/wikitext_document_level:wikitext-2-raw-v1", "test", "ppl", "word_perplexity",
+               "WikiText-2 document word perplexity (lm-eval's task)"),
         # generated from held-out text by `shapelm eval make-tasks`
         TaskSpec("heldout_mc", "mc", "generic_mc", "", "validation", "acc", "acc",
                  "held-out next-line multiple choice (make-tasks)"),
@@ -77,6 +99,8 @@ SPECS: dict[str, TaskSpec] = {
                  "held-out gold continuation CE per character (make-tasks)"),
     ]
 }
+# lm-eval's own names of the stock tasks above ("lambada_openai" is shapelm's "lambada")
+ALIASES = {s.stock: s.name for s in SPECS.values() if s.stock and s.stock != s.name}
 
 OLMO_TASKS = ["arc_easy", "hellaswag", "piqa", "sciq", "commonsense_qa", "trivia_qa", "natural_qs"]
 TAPERED_TASKS = ["wikitext", "lambada", "piqa", "hellaswag", "winogrande", "arc_easy",
@@ -85,21 +109,43 @@ HELDOUT_TASKS = ["heldout_mc", "heldout_ce"]
 TASK_SETS = {"olmo": OLMO_TASKS, "tapered": TAPERED_TASKS, "heldout": HELDOUT_TASKS}
 
 
+def lm_eval_tasks_dir() -> Path:
+    import lm_eval.tasks
+
+    return Path(lm_eval.tasks.__file__).parent
+
+
+@functools.lru_cache(maxsize=1)
+def stock_task_names() -> frozenset[str]:
+    """Every task, group and tag lm-eval ships (indexing them takes seconds: only on demand)."""
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager().all_tasks)
+
+
+def spec_for(name: str) -> TaskSpec:
+    """shapelm's spec of a task, or a pass-through spec for another stock lm-eval task."""
+    if name in SPECS:
+        return SPECS[name]
+    return TaskSpec(name, "", "", "", "", "acc", "", f"lm-eval's stock task {name}", stock=name)
+
+
 def expand_task_names(names: list[str]) -> list[str]:
-    """Task names and set names ('olmo', 'tapered', 'heldout'), with or without the prefix."""
+    """Task names and set names ('olmo', 'tapered', 'heldout'), with or without the prefix, lm-eval's
+    names of the stock tasks ('lambada_openai'), or any other task lm-eval ships."""
     out: list[str] = []
     for raw in names:
         for n in str(raw).split(","):
             n = n.strip()
             if not n:
                 continue
-            if n.startswith(PREFIX):
-                n = n[len(PREFIX):]
+            n = n.removeprefix(PREFIX)
+            n = ALIASES.get(n, n)
             found = TASK_SETS.get(n, [n])
             for t in found:
-                if t not in SPECS:
-                    raise EvalError(f"unknown task {t!r}; known: {', '.join(SPECS)} "
-                                    f"and sets {', '.join(TASK_SETS)}")
+                if t not in SPECS and t not in stock_task_names():
+                    raise EvalError(f"unknown task {t!r}: neither shapelm's ({', '.join(SPECS)}; "
+                                    f"sets {', '.join(TASK_SETS)}) nor one lm-eval ships")
                 if t not in out:
                     out.append(t)
     return out
@@ -120,23 +166,31 @@ def count_examples(path: Path) -> int:
 
 
 def dataset_block(spec: TaskSpec, source: str | None) -> str:
-    """The dataset lines of a task YAML for a local file or a hub id."""
+    """The dataset lines of a task YAML for a local file or a hub id.
+
+    A stock task's YAML is included and these lines override it, so they also switch off the
+    splits it names that the given data lack (zero-shot: no training split is read).
+    """
     if source is None:
         if not spec.hub:
             raise EvalError(f"task {spec.name}: no data given (it has no hub default); "
                             f"pass --task-data {spec.name}=FILE.jsonl")
         source = spec.hub
+    unset = ["training_split: null", "fewshot_split: null"] if spec.stock else []
     if _looks_local(source):
         path = Path(source).expanduser().resolve()
         if not path.is_file():
             raise EvalError(f"task {spec.name}: task data file {path} does not exist")
         if count_examples(path) == 0:
             raise EvalError(f"task {spec.name}: task data file {path} is an empty dataset (no examples)")
-        return (
-            "dataset_path: json\n"
-            f"dataset_kwargs:\n  data_files:\n    validation: {json.dumps(str(path))}\n"
-            "validation_split: validation"
-        )
+        lines = ["dataset_path: json"]
+        if spec.stock:
+            lines.append("dataset_name: null")
+        lines += [f"dataset_kwargs:\n  data_files:\n    validation: {json.dumps(str(path))}",
+                  "validation_split: validation"]
+        if spec.stock:
+            lines.append("test_split: null")
+        return "\n".join(lines + unset)
     split = spec.split
     if "@" in source:
         source, split = source.rsplit("@", 1)
@@ -144,15 +198,28 @@ def dataset_block(spec: TaskSpec, source: str | None) -> str:
     lines = [f"dataset_path: {json.dumps(path)}"]
     if name:
         lines.append(f"dataset_name: {json.dumps(name)}")
-    key = "test_split" if split == "test" else "validation_split"
-    lines.append(f"{key}: {json.dumps(split)}")
-    return "\n".join(lines)
+    elif spec.stock:
+        lines.append("dataset_name: null")
+    if split == "test":
+        lines.append(f"test_split: {json.dumps(split)}")
+    else:
+        lines.append(f"validation_split: {json.dumps(split)}")
+        if spec.stock:
+            lines.append("test_split: null")
+    return "\n".join(lines + unset)
 
 
 def render_task(spec: TaskSpec, source: str | None) -> str:
+    if spec.stock:
+        yaml_path = lm_eval_tasks_dir() / spec.stock_yaml
+        if not yaml_path.is_file():
+            raise EvalError(f"task {spec.name}: lm-eval's {spec.stock_yaml} is missing from {yaml_path.parent}")
+        data = f"# data: {source}\n{dataset_block(spec, source)}\n" if source else ""
+        return (f"# lm-eval's stock task {spec.stock} ({spec.description}); generated by shapelm, "
+                f"do not edit.\ninclude: {json.dumps(str(yaml_path))}\ntask: {spec.stock}\n{data}")
     template = Template((HERE / "templates" / f"{spec.template}.yaml").read_text())
     return template.substitute(
-        name=spec.name, task=PREFIX + spec.name, fn=spec.fn, primary=spec.primary,
+        name=spec.name, task=spec.lm_eval_name, fn=spec.fn, primary=spec.primary,
         description=spec.description, dataset=dataset_block(spec, source),
     )
 
@@ -162,7 +229,11 @@ def parse_task_data(items: list[str] | dict | None) -> dict[str, str]:
     if not items:
         return {}
     if isinstance(items, dict):
-        return {k[len(PREFIX):] if k.startswith(PREFIX) else k: str(v) for k, v in items.items()}
+        out = {}
+        for k, v in items.items():
+            k = k.removeprefix(PREFIX)
+            out[ALIASES.get(k, k)] = str(v)
+        return out
     out: dict[str, str] = {}
     for item in items:
         if "=" not in item:
@@ -182,20 +253,27 @@ def parse_task_data(items: list[str] | dict | None) -> dict[str, str]:
 
 
 def write_tasks(out_dir: str | os.PathLike, tasks: list[str], task_data: dict[str, str] | None = None) -> list[str]:
-    """Write ``shapelm_<task>.yaml`` for each task (+ the functions file); return lm-eval names."""
+    """Write a YAML per shapelm task (+ the functions file); return the lm-eval task names.
+
+    Stock tasks lm-eval ships that shapelm has no spec for get no file (lm-eval's own YAML runs)
+    and cannot take local data.
+    """
     task_data = dict(task_data or {})
     names = expand_task_names(tasks)
     unknown = sorted(set(task_data) - set(SPECS))
     if unknown:
-        raise EvalError(f"--task-data names unknown task(s): {', '.join(unknown)}")
+        raise EvalError(f"--task-data names task(s) shapelm cannot redirect to other data: "
+                        f"{', '.join(unknown)} (known: {', '.join(SPECS)})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(HERE / FNS_FILE, out / FNS_FILE)
     written = []
     for name in names:
-        text = render_task(SPECS[name], task_data.get(name))
-        tmp = out / f".{PREFIX}{name}.yaml.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, out / f"{PREFIX}{name}.yaml")
-        written.append(PREFIX + name)
+        spec = spec_for(name)
+        if name in SPECS:
+            text = render_task(spec, task_data.get(name))
+            tmp = out / f".{spec.lm_eval_name}.yaml.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, out / f"{spec.lm_eval_name}.yaml")
+        written.append(spec.lm_eval_name)
     return written
