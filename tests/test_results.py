@@ -339,3 +339,73 @@ def test_one_table_target_builds_only_that_table(exp, tmp_path):
     assert rc == 0
     tables = sorted(p.name for p in (tmp_path / "r" / "tables").iterdir())
     assert "hourglass_table2.csv" in tables and "hourglass_table1.csv" not in tables
+
+
+# ----------------------------------------------------------------------------- issue 16: what figures say
+
+
+def _texts(fig) -> str:
+    return "\n".join(t.get_text() for ax in fig.axes for t in [*ax.texts, ax.title, ax.yaxis.label]) \
+        + "\n" + (fig._suptitle.get_text() if fig._suptitle else "")
+
+
+@pytest.fixture(scope="module")
+def default_ctx(tmp_path_factory):
+    """The tiny default experiment with fabricated results for its own runs."""
+    exp = load_experiment(ROOT / "configs" / "default.yaml")
+    base = tmp_path_factory.mktemp("default")
+    fabricate(exp, base / "results", base / "work")
+    return Context(exp, base / "results", base / "work")
+
+
+def test_panels_without_configured_runs_say_so(default_ctx):
+    from shapelm.results import figures as FG
+
+    assert not default_ctx.runs_for_table("hourglass_fig3_906m_sweep")
+    fig = FG.fig3_906m_sweep(default_ctx)
+    ax = fig.axes[0]
+    assert "no runs configured" in _texts(fig)
+    assert not ax.get_xticks().size and ax.get_legend() is None  # no FLOPs axis, no legend of absent markers
+
+
+def test_long_context_title_from_the_runs_and_ruler_on_its_scale(default_ctx):
+    from shapelm.results import figures as FG
+
+    fig = FG.longctx(default_ctx)
+    runs = default_ctx.runs_for_table("hourglass_longctx")
+    title = fig._suptitle.get_text()
+    assert all(r in title for r in runs) and "tiny" in title and "scaled down" in title
+    assert not title.startswith("8B")
+    lo, hi = fig.axes[1].get_ylim()
+    assert lo <= 0 and hi >= 100
+
+
+def test_figure4_puts_ours_on_its_own_axis_marked_scaled(default_ctx):
+    from shapelm.results import figures as FG
+
+    fig = FG.fig4_compute_fit(default_ctx)
+    assert len(fig.axes) == 2  # ours on a twin axis: another quantity than the paper's 5-task mean
+    text = _texts(fig)
+    assert "paper: average downstream accuracy (5 tasks)" in text and "another quantity" in text
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("ours" in lab and "scaled down ↓" in lab for lab in legend), legend
+
+
+def test_figure5_has_a_tick_at_the_papers_64k_point(default_ctx):
+    from shapelm.results import figures as FG
+
+    fig = FG.fig5_decode_latency(default_ctx)
+    assert 65536 in list(fig.axes[0].get_xticks())
+    assert "64k" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
+
+
+def test_tables_print_standard_errors_where_the_data_have_them(exp, tmp_path):
+    fabricate(exp, tmp_path / "results", tmp_path / "work", runs=["hg906m_conv"])
+    path = tmp_path / "results" / "runs" / "hg906m_conv" / "downstream.json"
+    ds = json.loads(path.read_text())
+    ds["details"] = {"arc_easy": {"primary": "acc", "acc": ds["metrics"]["arc_easy"], "acc_stderr": 0.0123}}
+    path.write_text(json.dumps(ds))
+    table = build_table(Context(exp, tmp_path / "results", tmp_path / "work"), "hourglass_table7")
+    cell = table.cell("hg906m_conv", "arc_easy")
+    assert cell.stderr == pytest.approx(0.0123) and cell.ours_text.endswith("± 0.0123")
+    assert "±" not in table.cell("hg906m_conv", "piqa").ours_text  # no stderr recorded for it

@@ -29,6 +29,24 @@ def _pending(ax, text: str, y: float = 0.5) -> None:
     ax.text(0.5, y, text, transform=ax.transAxes, **PENDING_STYLE)
 
 
+def _no_runs(ax, ctx: Context, what: str) -> None:
+    """A panel this experiment configures no run for: say so, draw no axes that would mean data."""
+    _pending(ax, f"no runs configured for {what}\nin experiment '{ctx.exp.name}'")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _scaled_note(ctx: Context, table: str, runs: list[str]) -> str:
+    """' (scaled down ↓)' when any of the runs is, as the tables flag it."""
+    from shapelm.results.tables import is_scaled_down
+
+    return " (scaled down ↓)" if any(is_scaled_down(ctx, table, r) for r in runs) else ""
+
+
+def _scales(ctx: Context, runs: list[str]) -> str:
+    return ", ".join(dict.fromkeys(str(ctx.exp.runs[r].get("scale", "?")) for r in runs if r in ctx.exp.runs))
+
+
 def _save(fig, figures_dir: Path, name: str) -> list[Path]:
     figures_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -53,6 +71,10 @@ def fig2_frozen_head(ctx: Context) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     colors = {"hg403m_frozen_conv": "black", "hg403m_frozen_conv_wide": "#d62728", "hg403m_frozen_hg": "#1f77b4"}
     runs = ctx.runs_for_table("hourglass_fig2_frozen_head")
+    ax.set_title("Figure 2: frozen LM head at 403M — training loss")
+    if not runs:
+        _no_runs(ax, ctx, "Figure 2 (the 403M frozen-head runs)")
+        return fig
     any_curve = False
     for i, run in enumerate(runs):
         curve = ctx.curve(run)
@@ -76,7 +98,6 @@ def fig2_frozen_head(ctx: Context) -> plt.Figure:
                 ha="right", va="top", fontsize=8, color="#666666")
     ax.set_xlabel("training tokens (billions)")
     ax.set_ylabel("training loss (nats/token)")
-    ax.set_title("Figure 2: frozen LM head at 403M — training loss")
     if runs:
         ax.legend(fontsize=7, loc="upper right" if not any_curve else "lower left")
     ax.grid(alpha=0.3)
@@ -86,17 +107,25 @@ def fig2_frozen_head(ctx: Context) -> plt.Figure:
 def fig3_906m_sweep(ctx: Context) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     runs = ctx.runs_for_table("hourglass_fig3_906m_sweep")
-    markers = {12: "o", 16: "s", 24: "*"}
+    ax.set_title("Figure 3: 906M sweep over d_h/d_model and L (K=4)")
+    if not runs:
+        _no_runs(ax, ctx, "Figure 3 (the 906M sweep)")
+        paper_base = R.printed("hourglass_table2", "hg906m_conv", "val_ppl").value
+        ax.text(0.5, 0.2, f"paper: conventional Val PPL {paper_base:.2f}; (0.6, 12) and (0.6, 16) beat it by "
+                "0.5%", transform=ax.transAxes, ha="center", fontsize=8, color="#d62728")
+        return fig
+    markers = {12: "o", 16: "s"}
+    drawn: set[tuple[str, int]] = set()
     have = False
     base = next((r for r in runs if ctx.acc(r)["kind"] == "conventional"), None)
     for run in runs:
         a, p = ctx.acc(run), ctx.ppl(run)
-        x = a["flops_step"]
         if p and p.val_ppl:
             have = True
             conv = a["kind"] == "conventional"
-            ax.scatter([x], [p.val_ppl], marker="*" if conv else markers.get(a["n_layers"], "D"),
+            ax.scatter([a["flops_step"]], [p.val_ppl], marker="*" if conv else markers.get(a["n_layers"], "D"),
                        s=160 if conv else 55, color="black" if conv else ARCH_COLOR["hg"], zorder=3)
+            drawn.add(("conv" if conv else "hg", a["n_layers"]))
     if base and ctx.ppl(base) and ctx.ppl(base).val_ppl:
         ax.axhline(ctx.ppl(base).val_ppl, color="black", ls="--", lw=0.8, label="conventional baseline (ours)")
     paper_base = R.printed("hourglass_table2", "hg906m_conv", "val_ppl").value
@@ -108,15 +137,18 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
         ax.axvline(a["flops_step"], ymax=0.05, color="black" if conv else "#1f77b4", lw=1)
         ax.annotate("conv" if conv else f"{a['ffn_ratio']:.1f},L{a['n_layers']}", (a["flops_step"], 0.06),
                     xycoords=("data", "axes fraction"), rotation=90, fontsize=6, ha="center", va="bottom")
-    for L, m in markers.items():
-        if L != 24:
-            ax.scatter([], [], marker=m, color=ARCH_COLOR["hg"], label=f"hourglass K=4, L={L}")
-    ax.scatter([], [], marker="*", s=120, color="black", label="conventional L=24")
+    # legend entries only for the markers drawn
+    for kind, n_layers in sorted(drawn):
+        if kind == "conv":
+            ax.scatter([], [], marker="*", s=120, color="black", label=f"conventional L={n_layers}"
+                       + _scaled_note(ctx, "hourglass_fig3_906m_sweep", runs))
+        else:
+            ax.scatter([], [], marker=markers.get(n_layers, "D"), color=ARCH_COLOR["hg"],
+                       label=f"hourglass K=4, L={n_layers}")
     if not have:
         _pending(ax, "pending: no ppl.json yet\n(ticks at the bottom: each configuration's FLOPs)")
     ax.set_xlabel("training FLOPs per optimizer step (FLOPs per 4.19M tokens)")
     ax.set_ylabel("validation PPL (mean of per-set PPLs)")
-    ax.set_title("Figure 3: 906M sweep over d_h/d_model and L (K=4)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.text(1.02, 0.55, "paper (text only):\n(0.6, 12) and (0.6, 16) beat\nthe baseline by 0.5%;\n"
             "ratio ≈0.9 saves up to ~3% FLOPs\n\nticks: every configuration\n(d_h/d_model, L)",
@@ -125,8 +157,23 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
     return fig
 
 
+def _our_acc_tasks(ctx: Context, runs: list[str]) -> list[str]:
+    """The tasks our Avg Acc averages (from downstream.json), in first-seen order."""
+    from shapelm.results.readers import load_json
+
+    tasks: dict[str, None] = {}
+    for run in runs:
+        data = load_json(ctx.run_file(run, "downstream.json"))
+        if isinstance(data, dict):
+            tasks.update(dict.fromkeys(data.get("acc_tasks") or []))
+    return list(tasks)
+
+
 def fig4_compute_fit(ctx: Context) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    """Paper points on the left axis (its 5-task average), ours on a right axis of their own: our
+    Avg Acc averages whatever tasks the experiment runs, another quantity at another compute."""
+    table = "hourglass_fig4_compute_fit"
+    fig, ax = plt.subplots(figsize=(7.6, 4.5))
     paper = C.fig4_points_paper()
     ours = C.fig4_points_ours(ctx)
     pfits = C.fig4_fits(paper)
@@ -135,35 +182,48 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
     lo, hi = math.log10(min(allc)) - 0.1, math.log10(max(allc)) + 0.1
     grid = [lo + (hi - lo) * i / 50 for i in range(51)]
     names = {"conv": "conventional", "hg": "hourglass"}
+    our_runs = [r for a in ours for r in ours[a][2]]
+    have_ours = bool(our_runs)
+    ax2 = ax.twinx() if have_ours else None
+    scaled = _scaled_note(ctx, table, our_runs)
+    handles = []
     for i, arch in enumerate(("conv", "hg")):
         col = ARCH_COLOR[arch]
-        ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55, zorder=3,
-                   label=f"paper {names[arch]} (Table 2)")
+        handles.append(ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55,
+                                  zorder=3, label=f"paper {names[arch]} (Table 2)"))
         fit = pfits[i]
         if fit:  # drawn over the paper's own compute range: a log fit says nothing far outside it
             pc = [math.log10(c) for c in paper[arch][0]]
             pgrid = [min(pc) - 0.1 + (max(pc) - min(pc) + 0.2) * k / 20 for k in range(21)]
-            ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--", lw=0.9,
-                    label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
+            handles += ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--",
+                               lw=0.9, label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
         if ours[arch][0]:
-            ax.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4, label=f"ours {names[arch]}")
+            handles.append(ax2.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4,
+                                       marker="v" if scaled else "o",
+                                       label=f"ours {names[arch]}{scaled} (right axis)"))
             fit = ofits[i]
             if fit:
-                ax.plot([10 ** g for g in grid], [fit.a + fit.b * g for g in grid], color=col, lw=1.4,
-                        label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
-    if not any(ours[a][0] for a in ours):
-        ax.text(0.98, 0.05, "ours: pending (no downstream.json yet)", transform=ax.transAxes, ha="right",
-                fontsize=9, color="#888888")
+                handles += ax2.plot([10 ** g for g in grid], [fit.a + fit.b * g for g in grid], color=col, lw=1.4,
+                                    label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
+    if not have_ours:
+        configured = ctx.runs_for_table(table)
+        ax.text(0.98, 0.05, "ours: pending (no downstream.json yet)" if configured else
+                "ours: no runs configured", transform=ax.transAxes, ha="right", fontsize=9, color="#888888")
     saving = pfits[2]
     txt = f"paper: 8.7% less compute at matched accuracy (recomputed from printed points: {saving:.1%})"
     if ofits[2] is not None:
         txt += f"\nours: {ofits[2]:.1%}"
-    ax.text(0.01, 0.97, txt, transform=ax.transAxes, va="top", fontsize=7)
+    # clear of our points, which sit at the far left (tiny compute)
+    ax.text(0.12 if have_ours else 0.01, 0.97, txt, transform=ax.transAxes, va="top", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("total training compute C (FLOPs)")
-    ax.set_ylabel("average downstream accuracy (5 tasks)")
+    ax.set_ylabel("paper: average downstream accuracy (5 tasks)")
+    if ax2 is not None:
+        tasks = _our_acc_tasks(ctx, our_runs)
+        ax2.set_ylabel(f"ours: Avg Acc over {', '.join(tasks) or 'our tasks'}\n(another quantity{scaled})",
+                       fontsize=8)
     ax.set_title("Figure 4: accuracy vs training compute, fits Acc = a + b log C")
-    ax.legend(fontsize=7, loc="lower right", ncol=1, bbox_to_anchor=(1.0, 0.1))
+    ax.legend(handles=handles, fontsize=7, loc="lower right", ncol=1, bbox_to_anchor=(1.0, 0.1))
     ax.grid(alpha=0.3, which="both")
     return fig
 
@@ -171,8 +231,13 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
 def fig5_decode_latency(ctx: Context) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lengths = ctx.decode_lengths()
+    ticks = set(lengths)
     have = False
     pairs = sorted(ctx.decode_pairs.items(), key=lambda kv: ctx.acc(kv[1][0])["non_embedding"])
+    ax.set_title("Figure 5: relative single-token decode latency (lower is faster)")
+    if not pairs:
+        _no_runs(ax, ctx, "Figure 5 (no run marked decode: true)")
+        return fig
     for i, (scale, (conv, hg)) in enumerate(pairs):
         col = SCALE_COLORS[i % len(SCALE_COLORS)]
         name = ctx.exp.runs[conv]["scale"]
@@ -184,7 +249,8 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
                 ys.append(1 / s)
         if xs:
             have = True
-            ax.plot(xs, ys, "o-", color=col, label=f"ours {name} (MHA)")
+            ax.plot(xs, ys, "o-", color=col,
+                    label=f"ours {name} (MHA){_scaled_note(ctx, 'hourglass_fig5_decode_latency', [conv, hg])}")
         asym = ctx.acc(hg)["n_attn_layers"] / ctx.acc(conv)["n_attn_layers"]
         ax.axhline(asym, color=col, ls=":", lw=0.9, label=f"{name} asymptote L_hg/L_conv = {asym:.3f}")
         p = None
@@ -196,16 +262,16 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
             paper_scale = {"hg906m_hg": "906M", "hg3b_hg": "3B", "hg8b_hg": "8B"}.get(hg, name)
             ax.scatter([65536], [p.value], facecolors="none", edgecolors=col, s=80, lw=1.5, zorder=4,
                        label=f"paper {paper_scale} 64k: {p.text}")
+            ticks.add(65536)
     ax.axhline(1.0, color="black", lw=0.8)
     if not have:
         _pending(ax, "pending: no decode.json yet\n(dotted: asymptotes from the configs; hollow: paper)", y=0.3)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths)
-    ax.set_xticklabels([F.length_label(L) for L in lengths])
+    ax.set_xticks(sorted(ticks))
+    ax.set_xticklabels([F.length_label(L) for L in sorted(ticks)])
     ax.set_ylim(0, 1.1)
     ax.set_xlabel("context length (tokens, cache built at this length)")
     ax.set_ylabel("decode latency, hourglass / conventional")
-    ax.set_title("Figure 5: relative single-token decode latency (lower is faster)")
     ax.legend(fontsize=7, loc="lower left", ncol=2)
     ax.grid(alpha=0.3)
     return fig
@@ -214,6 +280,10 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
 def fig6_403m_sweep(ctx: Context) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.3))
     runs = ctx.runs_for_table("hourglass_fig6_403m_sweep")
+    ax.set_title("Figure 6: 403M sweep over d_h/d_model at (K, L) = (4, 12), (4, 24)")
+    if not runs:
+        _no_runs(ax, ctx, "Figure 6 (the 403M sweep)")
+        return fig
     series: dict[int, list[tuple[float, float]]] = {}
     base = None
     for run in runs:
@@ -238,7 +308,6 @@ def fig6_403m_sweep(ctx: Context) -> plt.Figure:
                 va="top", fontsize=7, color="#666666")
     ax.set_xlabel("d_h / d_model")
     ax.set_ylabel("validation PPL (mean of per-set PPLs)")
-    ax.set_title("Figure 6: 403M sweep over d_h/d_model at (K, L) = (4, 12), (4, 24)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
@@ -246,8 +315,9 @@ def fig6_403m_sweep(ctx: Context) -> plt.Figure:
 
 
 def longctx(ctx: Context) -> plt.Figure:
+    table = "hourglass_longctx"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    runs = ctx.runs_for_table("hourglass_longctx")
+    runs = ctx.runs_for_table(table)
     lengths = longctx_lengths(ctx, runs)
     have = [False, False]
     for run in runs:
@@ -260,19 +330,31 @@ def longctx(ctx: Context) -> plt.Figure:
     for i, (ax, ylabel, title) in enumerate(zip(
             axes, ("Proof-pile perplexity", "RULER score (0-100, mean over tasks)"),
             ("Proof-pile PPL vs context (after YaRN)", "RULER vs context (after YaRN)"))):
+        ax.set_title(title, fontsize=10)
+        if not runs:
+            _no_runs(ax, ctx, "the long-context table")
+            continue
         if not have[i]:
             _pending(ax, "pending: no results yet")
         else:
             ax.legend(fontsize=8)
+        if i == 1:
+            ax.set_ylim(-2, 102)  # RULER's own range: an all-zero score is a floor, not a flat line
+            scores = [v for r in runs for v in (ctx.ruler(r) or {}).values()]
+            if scores and not any(scores):
+                _pending(ax, "every run scores 0 at every length\n(the lines lie on top of each other)", y=0.5)
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths)
         ax.set_xticklabels([F.length_label(L) for L in lengths])
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    fig.suptitle("8B long context (paper Table 3 body not in the seed text: lower PPL / higher RULER "
-                 "for hourglass at every length)", fontsize=9)
+    who = " vs ".join(_label(ctx, r) for r in runs) or "no runs"
+    scale = _scales(ctx, runs)
+    scaled = ", scaled down ↓" if _scaled_note(ctx, table, runs) else ""
+    fig.suptitle(f"Long context: {who}" + (f" (scale {scale}{scaled})" if runs else "")
+                 + "\npaper: the 8B pair; Table 3 body not in the seed text (lower PPL / higher RULER for "
+                 "hourglass at every length)", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -286,9 +368,10 @@ RATIOS = ("1p25_0p75", "1p375_0p625", "1p5_0p5", "1p625_0p375", "1p75_0p25")
 def tapered_heatmap(ctx: Context) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
-    u = ctx.ppl("tp440m_uniform")
+    u = ctx.ppl("tp440m_uniform") if ctx.has_run("tp440m_uniform") else None
     for k, (ax, who) in enumerate(zip(axes, ("paper (prose; 11 of 15 cells missing)", "ours"))):
         grid: list[list[float]] = []
+        unconfigured: set[tuple[int, int]] = set()
         for s in SCHEDULES:
             row = []
             for r in RATIOS:
@@ -300,8 +383,10 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                     except KeyError:
                         v = None
                 else:
-                    p = ctx.ppl(run)
+                    p = ctx.ppl(run) if ctx.has_run(run) else None
                     v = p.val_ppl if p else None
+                    if not ctx.has_run(run):
+                        unconfigured.add((len(grid), len(row)))
                 row.append(float("nan") if v is None else v)
             grid.append(row)
         finite = [v for row in grid for v in row if not math.isnan(v)]
@@ -309,7 +394,8 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                        vmin=min(finite) if finite else 0, vmax=max(finite) if finite else 1)
         for i, row in enumerate(grid):
             for j, v in enumerate(row):
-                txt = "n/a" if (math.isnan(v) and k == 0) else ("pending" if math.isnan(v) else f"{v:.2f}")
+                txt = ("n/a" if k == 0 else "not\nconfigured" if (i, j) in unconfigured else "pending") \
+                    if math.isnan(v) else f"{v:.2f}"
                 ax.text(j, i, txt, ha="center", va="center", fontsize=8,
                         color="white" if not math.isnan(v) else "#777777")
         ax.set_xticks(range(len(RATIOS)))
@@ -318,8 +404,9 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
         ax.set_yticklabels(SCHEDULES)
         ax.set_xlabel("d_ff start/end multiplier (first layer / last layer)")
         base = uniform_p if k == 0 else (u.val_ppl if u and u.val_ppl else None)
+        missing = "not configured" if k == 1 and not ctx.has_run("tp440m_uniform") else "pending"
         ax.set_title(f"{who}: validation PPL (uniform: {base:.2f})" if base else f"{who}: validation PPL "
-                     "(uniform: pending)", fontsize=9)
+                     f"(uniform: {missing})", fontsize=9)
         if finite:
             fig.colorbar(im, ax=ax, label="validation PPL")
     fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better)", fontsize=10)
@@ -338,19 +425,21 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
         ax.bar(i - 0.18, p, width=0.36, facecolor="none", edgecolor="#d62728", hatch="//",
                label="paper (text)" if i == 0 else None)
         ax.text(i - 0.18, p, f"{p:.2f}", ha="center", va="bottom", fontsize=7)
-        ours = ctx.ppl(r["run"])
+        ours = ctx.ppl(r["run"]) if ctx.has_run(r["run"]) else None
         if ours and ours.val_ppl:
             have = True
             ax.bar(i + 0.18, ours.val_ppl, width=0.36, color="#1f77b4", label="ours" if not have else None)
             ax.text(i + 0.18, ours.val_ppl, f"{ours.val_ppl:.2f}", ha="center", va="bottom", fontsize=7)
         else:
-            ax.text(i + 0.18, (bottom + p) / 2, "pending", rotation=90, ha="center", va="center", fontsize=8, color="#888888")
+            ax.text(i + 0.18, (bottom + p) / 2, "pending" if ctx.has_run(r["run"]) else "not configured",
+                    rotation=90, ha="center", va="center", fontsize=8, color="#888888")
     labels = []
     for r in rows:
         m = (r.get("shape") or {}).get("multipliers")
         labels.append(f"{r['label']}\n" + ("/".join(f"{x:g}" for x in m) if m else "1/1/1"))
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xlim(-0.6, len(rows) - 0.4)  # room for the "ours" slot of the last row
     ax.set_ylim(bottom, None)
     ax.set_ylabel("validation perplexity")
     ax.set_title("Tapered Figure 2: three equal blocks, MLP width multipliers (440M)")

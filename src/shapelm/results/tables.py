@@ -102,6 +102,7 @@ class Col:
     style: str = "g"  # how ours is written where the paper printed nothing (fmt.fmt_default)
     paper: bool = True  # False: a column only we report (paper cell "—")
     paper_from: tuple[str, str] | None = None  # paper value from (table, column) of the same row id
+    stderr: Getter | None = None  # standard error of ours, printed as "± se" where the data have it
 
 
 @dataclass
@@ -114,6 +115,7 @@ class Cell:
     diff_rel: float | None = None
     status: str = ""
     note: str | None = None
+    stderr: float | None = None
 
 
 @dataclass
@@ -182,6 +184,28 @@ def task_get(task: str) -> Getter:
     return get
 
 
+def task_stderr(task: str) -> Getter:
+    """lm-eval's standard error of a task's primary metric, from downstream.json's details
+    (absent when the run was evaluated without them: bootstrap_iters 0, or WikiText)."""
+    def get(ctx: Context, row: RowRef) -> float | None:
+        if not row.run or not ctx.has_run(row.run):
+            return None
+        from shapelm.results.readers import load_json
+
+        data = load_json(ctx.run_file(row.run, "downstream.json"))
+        details = data.get("details") if isinstance(data, dict) else None
+        if not isinstance(details, dict):
+            return None
+        name = TASK_ALIASES.get(task, task)
+        if name == "lambada_ppl":
+            return _f((details.get("lambada") or {}).get("perplexity_stderr"))
+        d = details.get(name)
+        if not isinstance(d, dict):
+            return None
+        return _f(d.get(f"{d.get('primary', '')}_stderr"))
+    return get
+
+
 def avg_get(which: str) -> Getter:
     def get(ctx: Context, row: RowRef) -> float | None:
         d = ctx.downstream(row.run)
@@ -230,7 +254,7 @@ def generic_col(name: str, header: str) -> Col:
         return Col(name, header, "metric", avg_get(name), "f4")
     if name == "decode_latency_64k":
         return Col(name, header, "metric", rel_latency(65536), "x")
-    return Col(name, header, "metric", task_get(name), "f4")
+    return Col(name, header, "metric", task_get(name), "f4", stderr=task_stderr(name))
 
 
 def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | None], mode: str,
@@ -433,6 +457,10 @@ def fill_cells(ctx: Context, table: Table) -> None:
             cell = Cell(paper=text, ours=ours, ours_text=F.PENDING)
             if ours is not None:
                 cell.ours_text = F.fmt_like(ours, p) if p else F.fmt_default(ours, col.style)
+                cell.stderr = col.stderr(ctx, row) if col.stderr else None
+                if cell.stderr is not None:
+                    se = F.fmt_like(cell.stderr, p) if p else F.fmt_default(cell.stderr, col.style)
+                    cell.ours_text += f" ± {se}"
             if p is None:
                 cell.status = F.PENDING if ours is None else ("n/a" if col.paper else "")
             elif ours is None:
@@ -697,7 +725,8 @@ def _tapered2(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
         vals = [task_get(t)(ctx, row) for t in acc_tasks]
         return sum(vals) / len(vals) if all(v is not None for v in vals) else None
 
-    lam = Col("lambada_ppl", "LAMBADA ppl", "metric", task_get("lambada_ppl"), "f2")
+    lam = Col("lambada_ppl", "LAMBADA ppl", "metric", task_get("lambada_ppl"), "f2",
+              stderr=task_stderr("lambada_ppl"))
     out = []
     for c in cols:
         if c.name == "avg_acc":
