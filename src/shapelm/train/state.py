@@ -1,0 +1,162 @@
+"""The run directory's state for the training loop: the checkpoints it writes and resumes from,
+the final model, and the start-up decision (the directory is writable and locked, the token
+files are intact, which checkpoint to resume). The on-disk layout is shapelm.train.checkpoint's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shapelm.config import TrainRecipe, write_json_atomic
+from shapelm.errors import ConfigError
+from shapelm.model.config import ModelConfig
+from shapelm.model.io import save_pretrained
+from shapelm.model.transformer import build_model
+from shapelm.train import checkpoint as ckpt
+from shapelm.train.distributed import DistEnv, barrier, broadcast_object
+from shapelm.train.lock import RunLock
+from shapelm.train.parallel import (
+    full_model_state,
+    full_optimizer_state,
+    is_fsdp,
+    load_optimizer_state,
+)
+from shapelm.train.schedule import lr_at
+from shapelm.train.storage import make_group_readable, probe_writable
+
+log = logging.getLogger(__name__)
+
+
+#: Where rank 0 remembers which token files verified, by size and mtime (a restart re-reads none).
+TOKEN_CHECKSUM_CACHE = "token-checksums.json"
+
+
+def verify_tokens(store, out_dir: Path) -> None:
+    store.verify_checksums(cache=out_dir / TOKEN_CHECKSUM_CACHE)
+
+
+def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra) -> Path:
+    msd = full_model_state(model, recipe, env)
+    osd = full_optimizer_state(model, optimizer, recipe, env)
+    tmp = ckpt.begin_save(out_dir, step) if env.is_main else None
+    tmp = Path(broadcast_object(str(tmp) if tmp else None, env))
+    digests = {}
+    if env.is_main:
+        digests["model.pt"] = ckpt.save_torch(msd, tmp / "model.pt")
+        digests["optimizer.pt"] = ckpt.save_torch(osd, tmp / "optimizer.pt")
+        digests["trainer.pt"] = ckpt.save_torch(
+            {
+                "format": ckpt.FORMAT,
+                "step": step,
+                "tokens": step * recipe.batch_tokens,
+                "next_instance": step * recipe.batch_sequences,
+                "scheduler": {
+                    "kind": "cosine_with_warmup_tokens",
+                    "step": step,
+                    "last_lr": lr_at(step, recipe) if step > 0 else 0.0,
+                    "peak_lr": recipe.lr,
+                    "final_lr_ratio": recipe.final_lr_ratio,
+                    "warmup_tokens": recipe.warmup_tokens,
+                    "total_steps": recipe.total_steps,
+                },
+                "recipe_hash": rhash,
+                "world_size": env.world_size,
+            },
+            tmp / "trainer.pt",
+        )
+    del msd, osd
+    ckpt.save_torch(ckpt.rng_state(), tmp / f"rng-rank{env.rank:05d}.pt")
+    barrier(env)
+    final = None
+    if env.is_main:
+        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
+                "torch_threads": torch.get_num_threads(), **extra}
+        final = ckpt.finish_save(tmp, step, meta, digests)
+        removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
+        log.info("checkpoint %s written%s", final,
+                 f"; removed steps {removed}" if removed else "")
+    barrier(env)
+    return Path(broadcast_object(str(final) if final else None, env))
+
+
+def load_checkpoint(path: Path, model, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
+    reads = env.is_main or not is_fsdp(recipe, env)  # FSDP: rank 0 reads and broadcasts
+    osd = ckpt.load_torch(path / "optimizer.pt", mmap=True) if reads else {}
+    load_optimizer_state(model, optimizer, osd, recipe, env)
+    del osd
+    trainer = ckpt.load_torch(path / "trainer.pt")
+    rng = path / f"rng-rank{env.rank:05d}.pt"
+    if rng.exists():
+        ckpt.set_rng_state(ckpt.load_torch(rng))
+    else:
+        log.warning("%s: no RNG state for rank %d (world size changed); RNG left seeded", path, env.rank)
+    return trainer
+
+
+def write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv,
+                 info: dict) -> Path:
+    msd = full_model_state(model, recipe, env)
+    final = out_dir / "final"
+    if env.is_main:
+        host = build_model(cfg, "meta")
+        host.load_state_dict({k: v.float() for k, v in msd.items()}, assign=True)
+        tmp = out_dir / ".final.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        save_pretrained(host, tmp)
+        write_json_atomic(tmp / "train_state.json", info)
+        make_group_readable(tmp)
+        for p in tmp.iterdir():
+            ckpt.fsync_path(p)
+        ckpt.fsync_path(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        ckpt.fsync_path(out_dir)
+    barrier(env)
+    return final
+
+
+def prepare_run_dir(out_dir: Path, store, rhash: str, rcontent: dict, held) -> list | None:
+    """Rank 0, before the model is built: the directory is writable and ours (its lock is
+    held until training returns), the token files are intact, leftovers of killed saves are
+    gone; returns [step, path] of the checkpoint to resume from (None: start afresh)."""
+    probe_writable(out_dir)
+    held.enter_context(RunLock(out_dir))
+    verify_tokens(store, out_dir)
+    for p in ckpt.clean_temporaries(out_dir):
+        log.warning("removed partial checkpoint %s", p)
+    found = ckpt.latest_valid(out_dir)
+    if not found:
+        return None
+    meta = json.loads((found[1] / "meta.json").read_text())
+    if meta.get("recipe_hash") != rhash:
+        diff = diff_keys(meta.get("recipe"), rcontent)
+        raise ConfigError(
+            f"{found[1]} was written by a different recipe (hash {meta.get('recipe_hash')}, "
+            f"now {rhash}; differs in {diff[:8]}); use another --out or delete "
+            f"{ckpt.checkpoints_root(out_dir)}"
+        )
+    saved_threads = meta.get("torch_threads")
+    if saved_threads is not None and saved_threads != torch.get_num_threads():
+        log.warning("%s was written with %s CPU threads, this process uses %d: the resumed run "
+                    "will not be bitwise equal to an uninterrupted one (set --threads or "
+                    "SHAPELM_THREADS to the same value)", found[1], saved_threads,
+                    torch.get_num_threads())
+    return [found[0], str(found[1])]
