@@ -134,6 +134,16 @@ def _main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     config, out, data, delay, mode = argv
     delay = float(delay)
+    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+    if os.environ.get("SHAPELM_TEST_DISK_FULL_ON_RANK") == rank:  # this rank's disk is full
+        import errno
+
+        from shapelm.train import checkpoint as ckpt
+
+        def full(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        ckpt._HashingWriter.write = full
     import shapelm.train.loop as loop
 
     hook = (lambda record: time.sleep(delay)) if delay > 0 else None

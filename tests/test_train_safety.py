@@ -394,3 +394,44 @@ def test_the_finetune_shares_the_verified_checkpoint_layout(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="shapelm.train.checkpoint"):
         assert latest_checkpoint(tmp_path).name == "step-00000002"
     assert "optimizer.pt: sha256" in caplog.text
+
+
+# -- several ranks ------------------------------------------------------------------------------
+def srun_pair(config, out, data, **extra_env):
+    """Two ranks started as `srun --ntasks 2` would (no agent that kills the survivor)."""
+    from test_train_distributed import free_port
+
+    port = str(free_port())
+    procs = []
+    for rank in range(2):
+        env = child_env(SLURM_STEP_NUM_TASKS="2", SLURM_NTASKS="2", SLURM_PROCID=str(rank),
+                        SLURM_LOCALID=str(rank), SLURM_JOB_NODELIST="localhost",
+                        SLURM_JOB_ID="4343", MASTER_PORT=port, **extra_env)
+        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR"):
+            env.pop(key, None)
+        procs.append(subprocess.Popen(driver_cmd(config, out, data, cli=True), env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return procs
+
+
+def test_one_ranks_failure_stops_every_rank_with_the_same_error(tokens, tmp_path):
+    """Rank 0's start-up check (a corrupt token file) and rank 0's full disk during a checkpoint:
+    rank 1 raises the same one-line error instead of waiting in a collective or crashing."""
+    corrupt = copy_tokens(tokens, tmp_path / "tok")
+    ids = np.fromfile(corrupt / "part-00000.u32", dtype="<u4")
+    ids[7] = (ids[7] + 1) % VOCAB
+    ids.tofile(corrupt / "part-00000.u32")
+    config = write_config(tmp_path / "run.json", run_config(micro_batch_size=2))
+    cases = {
+        "corrupt": (srun_pair(config, tmp_path / "a", corrupt), "part-00000.u32: sha256 mismatch"),
+        "disk_full": (srun_pair(config, tmp_path / "b", tokens, SHAPELM_TEST_DISK_FULL_ON_RANK="0"),
+                      ".tmp-step-00000005/model.pt: cannot write (No space left on device)"),
+    }
+    for name, (procs, message) in cases.items():
+        for rank, proc in enumerate(procs):
+            try:
+                out, _ = proc.communicate(timeout=300)
+            finally:
+                proc.kill()
+            assert proc.returncode == 2, f"{name} rank {rank}:\n{out[-3000:]}"
+            assert message in error_line(out), f"{name} rank {rank}"

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from shapelm.config import TrainRecipe, write_json_atomic
-from shapelm.errors import ConfigError
+from shapelm.errors import ConfigError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.io import save_pretrained
 from shapelm.model.transformer import build_model
@@ -29,7 +29,7 @@ from shapelm.train.parallel import (
     load_optimizer_state,
 )
 from shapelm.train.schedule import lr_at
-from shapelm.train.storage import make_group_readable, probe_writable
+from shapelm.train.storage import make_group_readable, probe_writable, storage_error
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,30 @@ def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rconten
     osd = full_optimizer_state(model, optimizer, recipe, env)
     tmp = ckpt.begin_save(out_dir, step) if env.is_main else None
     tmp = Path(broadcast_object(str(tmp) if tmp else None, env))
-    digests = {}
+    digests, failure = {}, None
+    try:
+        _write_files(tmp, msd, osd, step, env, recipe, rhash, digests)
+    except ShapelmError as err:  # a full disk: every rank must hear of it, or the others hang
+        failure = err
+    del msd, osd
+    raise_if_any_failed(failure, env)
+    final = None
+    if env.is_main:
+        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
+                "torch_threads": torch.get_num_threads(), **extra}
+        try:
+            final = ckpt.finish_save(tmp, step, meta, digests)
+            removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
+            log.info("checkpoint %s written%s", final,
+                     f"; removed steps {removed}" if removed else "")
+        except OSError as err:
+            failure = storage_error(err, err.filename or tmp / "meta.json")
+    raise_if_any_failed(failure, env)
+    return Path(broadcast_object(str(final) if final else None, env))
+
+
+def _write_files(tmp: Path, msd, osd, step, env, recipe, rhash, digests: dict) -> None:
+    """Rank 0 the model, optimizer and trainer state; every rank its RNG state."""
     if env.is_main:
         digests["model.pt"] = ckpt.save_torch(msd, tmp / "model.pt")
         digests["optimizer.pt"] = ckpt.save_torch(osd, tmp / "optimizer.pt")
@@ -80,19 +103,20 @@ def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rconten
             },
             tmp / "trainer.pt",
         )
-    del msd, osd
     ckpt.save_torch(ckpt.rng_state(), tmp / f"rng-rank{env.rank:05d}.pt")
-    barrier(env)
-    final = None
-    if env.is_main:
-        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
-                "torch_threads": torch.get_num_threads(), **extra}
-        final = ckpt.finish_save(tmp, step, meta, digests)
-        removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
-        log.info("checkpoint %s written%s", final,
-                 f"; removed steps {removed}" if removed else "")
-    barrier(env)
-    return Path(broadcast_object(str(final) if final else None, env))
+
+
+def raise_if_any_failed(failure: ShapelmError | None, env: DistEnv) -> None:
+    """A collective (it also synchronises, like a barrier): every rank raises the first rank's
+    error if any rank had one, so one rank's full disk stops all of them at once."""
+    if env.distributed:
+        import torch.distributed as dist
+
+        failures = [None] * env.world_size
+        dist.all_gather_object(failures, failure)
+        failure = next((f for f in failures if f is not None), None)
+    if failure is not None:
+        raise failure
 
 
 def load_checkpoint(path: Path, model, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
