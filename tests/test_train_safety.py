@@ -281,6 +281,25 @@ def test_sigint_and_sighup_checkpoint_and_exit(reference, tokens, tmp_path, sig)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_second_ctrl_c_interrupts_and_ignored_signals_stay_ignored():
+    from shapelm.train.preempt import Preemption
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    stop = Preemption()
+    try:
+        stop.install()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) == stop._handler
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.should_stop() and stop.exit_code() == 130
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        stop.restore()
+        signal.signal(signal.SIGHUP, previous)
+    assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+
+
 # -- one trainer per directory ------------------------------------------------------------------
 LOCK_HOLDER = """
 import sys, time
