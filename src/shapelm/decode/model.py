@@ -127,7 +127,5 @@ def predicted_kv_bytes(
 def pin_rope_tables(model: Transformer, device: torch.device | str) -> None:
     """Run-time RoPE frequencies live on the model's device (no host copy per step; CUDA graphs)."""
     heads = {block.attn.shape.head_dim for block in model.layers if block.attn is not None}
-    for hd in heads:
-        model._cos_sin(hd, torch.zeros(1, device=device), torch.float32)  # populates the table
-        inv_freq, factor = model._rope[hd]
-        model._rope[hd] = (inv_freq.to(device), factor)
+    for hd in heads:  # the model caches inv_freq per (head_dim, device) on first use
+        model._cos_sin(hd, torch.zeros(1, device=device), torch.float32)

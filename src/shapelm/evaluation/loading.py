@@ -31,9 +31,12 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     raise EvalError(f"{p}: not a shapelm checkpoint (no {CONFIG} in it or in {p / 'final'})")
 
 
-def load_model(path: str | os.PathLike, device: str = "cpu", dtype: torch.dtype = torch.float32):
+def load_model(path: str | os.PathLike, device: str = "cpu", dtype: torch.dtype | str | None = None):
+    """The checkpoint built on meta and materialised in `dtype` on `device` (shapelm.model.io);
+    dtype None / "auto": bf16 on CUDA, float32 on CPU."""
     from shapelm.model.io import load_pretrained
 
+    dtype = resolve_dtype(dtype, device)
     ckpt = resolve_checkpoint(path)
     try:
         model = load_pretrained(ckpt, device=device, dtype=dtype)
@@ -55,12 +58,16 @@ def resolve_device(device: str | None) -> str:
     return str(device)
 
 
-def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+def resolve_dtype(dtype: str | torch.dtype | None, device: str | torch.device = "cpu") -> torch.dtype:
+    """None / "auto": bf16 on CUDA (evaluation at the precision the model trained in), float32
+    on CPU (where bf16 matmuls are slow and the reference numbers are float32)."""
     if isinstance(dtype, torch.dtype):
         return dtype
-    table = {None: torch.float32, "float32": torch.float32, "fp32": torch.float32,
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32,
              "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16, "auto": torch.float32}
+             "float16": torch.float16, "fp16": torch.float16}
     if dtype not in table:
         raise EvalError(f"dtype {dtype!r}: expected one of float32, bfloat16, float16")
     return table[dtype]

@@ -137,7 +137,8 @@ def cmd_proofpile(args) -> int:
     docs = load_documents(args.docs, tok, min_tokens=args.min_tokens, num_docs=args.num_docs, text_key=args.text_key,
                           split=args.split or None)
     model = load_model_for_eval(args.model, args.device, args.dtype, args.factor, args.original)
-    res = proofpile_perplexity(model, docs, args.lengths, loss_chunk_tokens=args.loss_chunk_tokens)
+    res = proofpile_perplexity(model, docs, args.lengths, loss_chunk_tokens=args.loss_chunk_tokens,
+                               partial=Path(f"{args.out}.partial"))
     res.update(kind="proofpile", run=_run_name(args), model=str(args.model), docs=str(args.docs),
                min_tokens=args.min_tokens, num_docs=args.num_docs, rope_scaling=model.config.rope_scaling)
     _write_json(args.out, res)
@@ -163,7 +164,9 @@ def cmd_ruler(args) -> int:
 
     tok = _tokenizer(args.tokenizer)
     model = load_model_for_eval(args.model, args.device, args.dtype, args.factor, args.original)
-    res = evaluate_ruler(model, tok, args.data, lengths=args.lengths, tasks=args.tasks, pred_dir=args.pred_dir,
+    # predictions beside the result, per task and length: a rerun resumes where a job stopped
+    pred_dir = args.pred_dir or f"{args.out}.preds"
+    res = evaluate_ruler(model, tok, args.data, lengths=args.lengths, tasks=args.tasks, pred_dir=pred_dir,
                          max_samples=args.max_samples, eos_id=_eos(tok, args.tokenizer), prefill_chunk=args.prefill_chunk)
     res.update(kind="ruler", run=_run_name(args), model=str(args.model), rope_scaling=model.config.rope_scaling)
     _write_json(args.out, res)

@@ -9,7 +9,11 @@ reported beside it as ``mean_doc_ppl``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,8 +36,12 @@ def proofpile_perplexity(
     lengths: list[int],
     *,
     loss_chunk_tokens: int = 4096,
+    partial: Path | None = None,
 ) -> dict:
-    """{"lengths", "ppl", "nll", "mean_doc_ppl", "per_document_nll"} keyed by str(length)."""
+    """{"lengths", "ppl", "nll", "mean_doc_ppl", "per_document_nll"} keyed by str(length).
+
+    With `partial`, each finished length is saved there (atomically) and a rerun over the same
+    documents starts at the first unfinished one; the file is removed once all are done."""
     if not documents:
         raise ConfigError("proofpile: no documents")
     lengths = sorted(int(x) for x in lengths)
@@ -47,9 +55,16 @@ def proofpile_perplexity(
     was_training = model.training
     model.eval()
     res = {"lengths": lengths, "ppl": {}, "nll": {}, "mean_doc_ppl": {}, "per_document_nll": {}}
+    identity = hashlib.sha256(b"".join(d[: lengths[-1]].tobytes() for d in documents)).hexdigest()
+    done = _read_partial(partial, identity)
     try:
         for L in lengths:
-            nlls = [document_nll(model, d[:L], loss_chunk_tokens=loss_chunk_tokens) for d in documents]
+            if str(L) in done:
+                nlls = done[str(L)]
+            else:
+                nlls = [document_nll(model, d[:L], loss_chunk_tokens=loss_chunk_tokens) for d in documents]
+                done[str(L)] = nlls
+                _write_partial(partial, identity, done)
             mean = float(np.mean(nlls))
             res["nll"][str(L)] = mean
             res["ppl"][str(L)] = math.exp(mean)
@@ -57,4 +72,23 @@ def proofpile_perplexity(
             res["per_document_nll"][str(L)] = nlls
     finally:
         model.train(was_training)
+    if partial is not None:
+        Path(partial).unlink(missing_ok=True)
     return res
+
+
+def _read_partial(path: Path | None, identity: str) -> dict[str, list[float]]:
+    """Per-length NLLs a previous run saved for the same documents ({} if none or others)."""
+    if path is None or not Path(path).is_file():
+        return {}
+    saved = json.loads(Path(path).read_text())
+    return saved["nll"] if saved.get("documents") == identity else {}
+
+
+def _write_partial(path: Path | None, identity: str, done: dict) -> None:
+    if path is None:
+        return
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"documents": identity, "nll": done}))
+    os.replace(tmp, path)

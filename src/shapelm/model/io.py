@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
@@ -40,26 +41,33 @@ def load_model_config(path: str | os.PathLike) -> ModelConfig:
 
 
 def load_pretrained(path: str | os.PathLike, device: str = "cpu", dtype=torch.float32) -> Transformer:
-    """Load a model saved by `save_pretrained`; a shape mismatch names the tensor and both shapes."""
+    """Load a model saved by `save_pretrained`; a shape mismatch names the tensor and both shapes.
+
+    The module is built on meta and each tensor goes from the (memory-mapped) safetensors file
+    straight to `device` in `dtype`: no random float32 CPU model first, so the peak is the
+    model in `dtype` plus one tensor (8B in bf16: 16 GB on the GPU, not 72 GB of host memory)."""
     path = Path(path)
     cfg = load_model_config(path)
     weights = path / WEIGHTS
     if not weights.exists():
         raise ShapelmError(f"{weights}: weights file missing")
-    state = load_file(str(weights), device="cpu")
-    model = build_model(cfg, "cpu")
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise ShapelmError(
-            f"{weights}: does not match {path / CONFIG}: missing {missing[:5]}, unexpected {unexpected[:5]}"
-        )
-    for name, tensor in state.items():
-        if tensor.shape != expected[name].shape:
+    model = build_model(cfg, "meta")
+    expected = {name: t.shape for name, t in model.state_dict().items()}
+    with safe_open(str(weights), framework="pt", device=str(device)) as f:
+        names = set(f.keys())
+        missing = sorted(set(expected) - names)
+        unexpected = sorted(names - set(expected))
+        if missing or unexpected:
             raise ShapelmError(
-                f"{weights}: tensor {name} has shape {tuple(tensor.shape)} but the config "
-                f"implies {tuple(expected[name].shape)}"
+                f"{weights}: does not match {path / CONFIG}: missing {missing[:5]}, unexpected {unexpected[:5]}"
             )
-    model.load_state_dict(state)
-    return model.to(device=device, dtype=dtype)
+        for name in sorted(names):
+            shape = tuple(f.get_slice(name).get_shape())
+            if shape != tuple(expected[name]):
+                raise ShapelmError(
+                    f"{weights}: tensor {name} has shape {shape} but the config "
+                    f"implies {tuple(expected[name])}"
+                )
+        state = {name: f.get_tensor(name).to(dtype) for name in names}
+    model.load_state_dict(state, assign=True)
+    return model

@@ -25,6 +25,7 @@ from typing import NamedTuple, Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
 
 from shapelm.model.config import RECOMPUTE_MODES, AttentionShape, ModelConfig
@@ -39,7 +40,8 @@ def _recomputed(fn, *args):
 
 
 class KVCache(Protocol):
-    """What attention needs from a cache; `shapelm.decode` provides a preallocated one."""
+    """What attention needs from a cache; `shapelm.decode` provides a preallocated one. A cache
+    may also hold `key_mask` (bool [batch, capacity]): the keys each row may see when decoding."""
 
     def update(
         self, layer_idx: int, k: torch.Tensor, v: torch.Tensor
@@ -106,11 +108,11 @@ class Attention(nn.Module):
         if past == 0:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1, enable_gqa=s.group_size > 1)
         else:
-            mask = None
-            if seq > 1:  # new queries see the whole past and the causal part of themselves
-                idx = torch.arange(seq, device=x.device)
-                mask = torch.ones(seq, past + seq, dtype=torch.bool, device=x.device)
-                mask[:, past:] = idx[:, None] >= idx[None, :]
+            if seq > 1:  # new queries see the whole past and the causal part of themselves:
+                mask = causal_lower_right(seq, past + seq)  # is_causal with an offset, no dense mask
+            else:  # one new token sees every cached key, but a ragged batch's left padding
+                key_mask = getattr(kv_cache, "key_mask", None)
+                mask = None if key_mask is None else key_mask[:, None, None, : past + seq]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=s.group_size > 1)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, s.d_attn))
 

@@ -27,7 +27,12 @@ log = logging.getLogger(__name__)
 
 
 def _texts(source, tokenizer) -> list[str]:
-    from shapelm.longctx.sources import decode, is_token_dir, iter_texts, token_dir_documents
+    from shapelm.longctx.sources import (
+        decode,
+        is_token_dir,
+        iter_texts,
+        token_dir_documents,
+    )
 
     if is_token_dir(source):
         if tokenizer is None:
@@ -80,8 +85,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     os.replace(tmp, path)
 
 
@@ -140,9 +144,14 @@ def evaluate_ruler(
     max_samples: int | None = None,
     eos_id: int | None = None,
     prefill_chunk: int | None = 8192,
+    batch_size: int = 8,
 ) -> dict:
-    """Scores {"scores": {length: {task: score, "mean": m}}, "nulls": ...} for a generated set."""
-    from shapelm.longctx.generate import greedy_generate
+    """Scores {"scores": {length: {task: score, "mean": m}}, "nulls": ...} for a generated set.
+
+    Samples decode `batch_size` at a time. With `pred_dir`, every finished task x length is
+    written there at once (atomically) and a rerun reuses it instead of decoding it again, so a
+    job that ran out of time resumes at the first unfinished task."""
+    from shapelm.longctx.generate import greedy_generate_batch
     from shapelm.longctx.sources import decode, encode
 
     data = Path(data_dir)
@@ -161,20 +170,40 @@ def evaluate_ruler(
             if not f.is_file():
                 raise DataError(f"{f}: missing (generate it with ruler-generate)")
             rows = read_jsonl(f)[: max_samples or None]
-            preds = []
-            for r in rows:
-                ids = encode(tokenizer, r["input"] + r["answer_prefix"])
-                out = greedy_generate(
-                    model, ids, int(r["tokens_to_generate"]), eos_id=eos_id, prefill_chunk=prefill_chunk
-                )
-                r["pred"] = decode(tokenizer, out)
-                preds.append(r["pred"])
+            done = _finished_predictions(pred_dir, L, task, rows)
+            if done is not None:
+                rows = done
+                log.info("RULER %s @ %d: reusing %d predictions from %s", task, L, len(rows), pred_dir)
+            else:
+                for first in range(0, len(rows), batch_size):
+                    batch = rows[first: first + batch_size]
+                    outs = greedy_generate_batch(
+                        model, [encode(tokenizer, r["input"] + r["answer_prefix"]) for r in batch],
+                        [int(r["tokens_to_generate"]) for r in batch], eos_id=eos_id,
+                        prefill_chunk=prefill_chunk)
+                    for r, out in zip(batch, outs):
+                        r["pred"] = decode(tokenizer, out)
+                if pred_dir is not None:
+                    write_jsonl(Path(pred_dir) / str(L) / f"{task}.jsonl", rows)
+            preds = [r["pred"] for r in rows]
             s = score_task(task, preds, [r["outputs"] for r in rows])
             scores[str(L)][task] = s
             nulls[str(L)][task] = f"{sum(len(postprocess_pred(p)) == 0 for p in preds)}/{len(preds)}"
-            if pred_dir is not None:
-                write_jsonl(Path(pred_dir) / str(L) / f"{task}.jsonl", rows)
             log.info("RULER %s @ %d: %.2f", task, L, s)
         scores[str(L)]["mean"] = ruler_mean({t: scores[str(L)][t] for t in tasks})
     return {"lengths": lengths, "tasks": tasks, "scores": scores, "nulls": nulls, "data": str(data),
             "complete": sorted(tasks) == sorted(TASK_NAMES)}
+
+
+def _finished_predictions(pred_dir, length: int, task: str, rows: list[dict]) -> list[dict] | None:
+    """The predictions a previous run wrote for exactly these samples, else None."""
+    if pred_dir is None:
+        return None
+    path = Path(pred_dir) / str(length) / f"{task}.jsonl"
+    if not path.is_file():
+        return None
+    done = read_jsonl(path)
+    same = len(done) == len(rows) and all(
+        "pred" in d and d.get("input") == r.get("input") and d.get("outputs") == r.get("outputs")
+        for d, r in zip(done, rows))
+    return done if same else None
