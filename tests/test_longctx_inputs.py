@@ -6,7 +6,13 @@ import json
 import pytest
 
 from shapelm.errors import DataError
-from shapelm.longctx.inputs import data_files, input_problem, parse_hub, resolve_input, split_of
+from shapelm.longctx.inputs import (
+    data_files,
+    input_problem,
+    parse_hub,
+    resolve_input,
+    split_of,
+)
 from shapelm.longctx.sources import iter_records, iter_texts, load_documents
 
 
@@ -138,3 +144,44 @@ def test_records_of_jsonl_and_bad_parquet(tmp_path):
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(DataError, match="cannot be read as parquet"):
         list(iter_texts(tmp_path / "bad.parquet"))
+
+
+# ----------------------------------------------------------------------------- through `datasets`
+
+
+def test_datasets_reads_pg19_and_proofpile_from_the_hub_cache_offline(hub, tmp_path, monkeypatch):
+    """`datasets:hf:...`: datasets itself parses the cached snapshot (no network: offline)."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "ds-cache"))
+    monkeypatch.setattr("datasets.config.HF_HUB_OFFLINE", True)
+    books = [{"text": f"book {i} " * 20} for i in range(3)]
+    fake_hub(hub, "emozilla/pg19", {
+        "data/train-00000-of-00001-aa.parquet": lambda p: write_parquet(p, books),
+        "data/test-00000-of-00001-cc.parquet": lambda p: write_parquet(p, [{"text": "held out"}]),
+    })
+    fake_hub(hub, "hoskinson-center/proof-pile", {
+        "test/proofpile_test.jsonl.gz": lambda p: p.write_bytes(gzip.compress(
+            b"".join(json.dumps({"text": f"proof {i}", "meta": {}}).encode() + b"\n" for i in range(2)))),
+    })
+    assert list(iter_texts("datasets:hf:emozilla/pg19", split="train")) == [b["text"] for b in books]
+    assert list(iter_texts("datasets:hf:emozilla/pg19", split="test")) == ["held out"]
+    assert list(iter_texts("datasets:hf:hoskinson-center/proof-pile", split="test")) == ["proof 0", "proof 1"]
+    assert input_problem("datasets:hf:emozilla/pg19", "train") is None
+    assert "not in the local HF cache" in input_problem("datasets:hf:nobody/none", "train")
+    # a hub id not in the datasets cache, offline: a clear error before any work
+    problem = input_problem("datasets:nobody/none", "train")
+    assert problem.startswith("datasets:nobody/none: datasets cannot load it")
+
+
+def test_a_saved_dataset_directory_is_a_source(tmp_path):
+    import datasets
+
+    rows = {"text": ["first essay", "second essay"], "meta": ["a", "b"]}
+    datasets.DatasetDict({"test": datasets.Dataset.from_dict(rows)}).save_to_disk(tmp_path / "pp")
+    datasets.Dataset.from_dict(rows).save_to_disk(tmp_path / "one")
+    assert list(iter_texts(tmp_path / "pp", split="test")) == rows["text"]
+    assert [r["meta"] for r in iter_records(tmp_path / "one")] == ["a", "b"]
+    assert input_problem(tmp_path / "pp", "test") is None
+    with pytest.raises(DataError, match="no split 'train'"):
+        list(iter_texts(tmp_path / "pp", split="train"))
+    with pytest.raises(DataError, match="no 'body' column"):
+        list(iter_texts(tmp_path / "one", text_key="body"))

@@ -6,8 +6,11 @@
 * a directory holding ``tokenizer.json`` (e.g. a downloaded model dir, an HF cache snapshot
   ``.../models--allenai--dolma2-tokenizer/snapshots/<rev>/``, or the repo cache dir
   ``.../models--allenai--dolma2-tokenizer`` whose ``refs/main`` snapshot is used);
-* an HF repo id such as ``"allenai/dolma2-tokenizer"``: looked up in the local HF cache
-  (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``), never downloaded;
+* an HF repo id such as ``"allenai/dolma2-tokenizer"``, optionally ``@REVISION`` (a branch, tag
+  or commit): looked up in the local HF cache (``$HF_HUB_CACHE``, ``$HF_HOME/hub``,
+  ``~/.cache/huggingface/hub``) with ``huggingface_hub.try_to_load_from_cache``, which resolves
+  ``refs/<revision>`` the way a download left it; never downloaded (plan-time checks and jobs
+  run with ``HF_HUB_OFFLINE=1``: ``huggingface-cli download REPO`` fills the cache beforehand);
 * ``"default"`` or ``"default:<vocab>"``: the byte-level BPE of the embedded default corpus,
   trained once (:func:`shapelm.data.corpus.default_tokenizer`) and cached.
 
@@ -43,6 +46,8 @@ KNOWN_VOCAB_SIZES = {
 
 
 def _hf_cache_dirs() -> list[Path]:
+    """The hub caches searched, in order, read from the environment at call time (huggingface_hub
+    reads its own constants once, at import, before a test or a rehearsal sets them)."""
     dirs = []
     if os.environ.get("HF_HUB_CACHE"):
         dirs.append(Path(os.environ["HF_HUB_CACHE"]))
@@ -52,19 +57,31 @@ def _hf_cache_dirs() -> list[Path]:
     return dirs
 
 
+def split_revision(spec: str) -> tuple[str, str | None]:
+    """``"owner/name@rev"`` -> ``("owner/name", "rev")``; no ``@``: revision None (main)."""
+    repo, sep, rev = spec.partition("@")
+    return repo, (rev or None) if sep else None
+
+
+def cached_repo_file(repo: str, filename: str, revision: str | None = None,
+                     cache_dirs: list[Path] | None = None) -> Path | None:
+    """``filename`` of model repo ``repo`` at ``revision`` in the first local hub cache holding it
+    (``huggingface_hub.try_to_load_from_cache``: no network), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for cache in cache_dirs if cache_dirs is not None else _hf_cache_dirs():
+        found = try_to_load_from_cache(repo, filename, cache_dir=cache, revision=revision)
+        if isinstance(found, str):  # None: not cached; a sentinel: cached as absent from the repo
+            return Path(found)
+    return None
+
+
 def _find_in_dir(d: Path) -> Path | None:
     if (d / "tokenizer.json").is_file():
         return d / "tokenizer.json"
-    snaps = d / "snapshots"
-    if snaps.is_dir():
-        ref = d / "refs" / "main"
-        if ref.is_file():
-            cand = snaps / ref.read_text().strip() / "tokenizer.json"
-            if cand.is_file():
-                return cand
-        for s in sorted(snaps.iterdir()):
-            if (s / "tokenizer.json").is_file():
-                return s / "tokenizer.json"
+    if d.name.startswith("models--") and (d / "snapshots").is_dir():  # a repo's cache dir
+        repo = d.name[len("models--"):].replace("--", "/")
+        return cached_repo_file(repo, "tokenizer.json", cache_dirs=[d.parent])
     return None
 
 
@@ -79,16 +96,16 @@ def resolve_tokenizer_file(spec: str | os.PathLike) -> Path:
             raise DataError(f"{p}: no tokenizer.json in this directory or its HF snapshots")
         return f
     s = str(spec)
-    if "/" in s and not s.startswith((".", "/", "~")) and s.count("/") == 1:
-        repo_dir = "models--" + s.replace("/", "--")
-        for c in _hf_cache_dirs():
-            if (c / repo_dir).is_dir():
-                f = _find_in_dir(c / repo_dir)
-                if f is not None:
-                    return f
+    repo, revision = split_revision(s)
+    if "/" in repo and not repo.startswith((".", "/", "~")) and repo.count("/") == 1:
+        f = cached_repo_file(repo, "tokenizer.json", revision)
+        if f is not None:
+            return f
+        at = f" at revision {revision!r}" if revision else ""
         raise DataError(
-            f"tokenizer {s!r}: not in the local HF cache ({', '.join(map(str, _hf_cache_dirs()))})"
-            "; download it there or pass the path of its tokenizer.json"
+            f"tokenizer {s!r}: not in the local HF cache{at} ({', '.join(map(str, _hf_cache_dirs()))})"
+            f"; download it there (huggingface-cli download {repo}"
+            + (f" --revision {revision}" if revision else "") + ") or pass the path of its tokenizer.json"
         )
     raise DataError(f"tokenizer {s!r}: no such file or directory")
 

@@ -12,7 +12,17 @@ A *source* is one of
 * a ``.txt`` file (one document);
 * a directory of such files (sorted by name; with a ``split``, its ``<split>/`` subdirectory or
   the files named ``<split>-*`` / ``<split>.*``: :func:`shapelm.longctx.inputs.data_files`);
-* ``hf:OWNER/NAME[/SUBDIR]``: a dataset repo in the local HF hub cache, read as a directory.
+* ``hf:OWNER/NAME[/SUBDIR]``: a dataset repo in the local HF hub cache, read as a directory;
+* through Hugging Face ``datasets`` (the split is the input's, e.g. PG19 ``train``, Proof-pile
+  ``test``):
+
+  - ``datasets:OWNER/NAME[:CONFIG]``: ``datasets.load_dataset(OWNER/NAME, CONFIG, split=...)``;
+    with ``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1`` (no network here) it is read from the
+    datasets cache (``$HF_DATASETS_CACHE``) a previous load left;
+  - ``datasets:hf:OWNER/NAME[/SUBDIR]`` or ``datasets:DIR``: the cached hub snapshot (or a local
+    directory) loaded by ``datasets`` as a local dataset (its own data-file and split patterns);
+  - a directory written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``
+    (``state.json`` / ``dataset_dict.json``), read with ``datasets.load_from_disk``.
 
 Text sources need a tokenizer (``tokenizers.Tokenizer``); token directories do not.
 """
@@ -47,9 +57,86 @@ def is_token_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "manifest.json").is_file()
 
 
+DATASETS_PREFIX = "datasets:"
+
+
+def is_saved_dataset(path: str | os.PathLike) -> bool:
+    """A directory ``datasets``' ``save_to_disk`` wrote (a Dataset or a DatasetDict)."""
+    p = Path(path)
+    return p.is_dir() and ((p / "state.json").is_file() or (p / "dataset_dict.json").is_file())
+
+
+def is_datasets_source(source: str | os.PathLike) -> bool:
+    return str(source).startswith(DATASETS_PREFIX) or is_saved_dataset(source)
+
+
+def load_hf_dataset(source: str | os.PathLike, split: str | None = None):
+    """The ``datasets.Dataset`` of a ``datasets`` source (see the module docstring), one split."""
+    import datasets
+
+    spec = str(source)
+    try:
+        if is_saved_dataset(spec):
+            ds = datasets.load_from_disk(spec)
+        else:
+            target = spec[len(DATASETS_PREFIX):]
+            local = target.startswith(("hf:", "/", ".", "~")) or Path(target).expanduser().exists()
+            if local:
+                from shapelm.longctx.inputs import resolve_input
+
+                ds = datasets.load_dataset(str(resolve_input(target)), split=split)
+            else:
+                path, _, config = target.partition(":")
+                ds = datasets.load_dataset(path, config or None, split=split)
+    except DataError:
+        raise
+    except Exception as e:  # datasets raises ConnectionError offline, FileNotFoundError, ValueError...
+        offline = " (offline: only what the datasets cache holds can load)" if datasets.config.HF_HUB_OFFLINE \
+            else ""
+        raise DataError(f"{spec}: datasets cannot load it{offline}: {e}") from e
+    if isinstance(ds, datasets.DatasetDict):
+        if split in ds:
+            return ds[split]
+        if split is None and len(ds) == 1:
+            return next(iter(ds.values()))
+        raise DataError(f"{spec}: no split {split!r} (it has {', '.join(ds)})")
+    return ds
+
+
+def datasets_problem(source: str | os.PathLike) -> str | None:
+    """Why a ``datasets`` source cannot load, or None; reads no rows (a hub id: its builder only)."""
+    spec = str(source)
+    if is_saved_dataset(spec):
+        return None
+    target = spec[len(DATASETS_PREFIX):]
+    if target.startswith(("hf:", "/", ".", "~")) or Path(target).expanduser().exists():
+        from shapelm.longctx.inputs import resolve_input
+
+        try:
+            resolve_input(target)
+        except DataError as e:
+            return str(e)
+        return None
+    import datasets
+
+    path, _, config = target.partition(":")
+    try:
+        datasets.load_dataset_builder(path, config or None)
+    except Exception as e:  # as in load_hf_dataset
+        return f"{spec}: datasets cannot load it ({e.__class__.__name__}: {e})"
+    return None
+
+
 def iter_texts(source: str | os.PathLike, text_key: str = "text", split: str | None = None) -> Iterator[str]:
     """Documents (strings) of a text source, in source order (a file that is not
     ``.jsonl(.gz)`` / ``.parquet`` / ``.json`` is one plain-text document)."""
+    if is_datasets_source(source):
+        ds = load_hf_dataset(source, split)
+        if text_key not in ds.column_names:
+            raise DataError(f"{source}: no {text_key!r} column (it has {', '.join(ds.column_names)})")
+        for rec in ds:
+            yield rec[text_key]
+        return
     for f in source_files(source, split):
         if not f.name.lower().endswith(RECORD_SUFFIXES):
             yield f.read_text(encoding="utf-8", errors="replace")
@@ -69,7 +156,11 @@ def source_files(source: str | os.PathLike, split: str | None = None) -> list[Pa
 
 
 def iter_records(source: str | os.PathLike, split: str | None = None) -> Iterator[dict]:
-    """Rows of a table-like source (``.jsonl(.gz)``, ``.parquet``, a ``.json`` list), in order."""
+    """Rows of a table-like source (``.jsonl(.gz)``, ``.parquet``, a ``.json`` list, a ``datasets``
+    source), in order."""
+    if is_datasets_source(source):
+        yield from load_hf_dataset(source, split)
+        return
     for f in source_files(source, split):
         for _, rec in iter_file_records(f):
             yield rec
@@ -151,7 +242,8 @@ def iter_documents(
     if is_token_dir(source):
         yield from token_dir_documents(source)
         return
-    resolve_input(source)  # a missing path or hub repo fails before the tokenizer check
+    if not is_datasets_source(source):
+        resolve_input(source)  # a missing path or hub repo fails before the tokenizer check
     if tokenizer is None:
         raise DataError(f"{source}: a text source needs --tokenizer (the model's tokenizer)")
     batch: list[str] = []
