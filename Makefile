@@ -29,9 +29,26 @@ test: env
 test-slow: env
 	$(PY) -m pytest -m slow -q $(PYTEST_ARGS)
 
+# A killed run leaves Snakemake's lock behind: remove it, but only when no Snakemake process
+# works in this directory (one that does holds the lock rightly, and Snakemake then refuses to
+# start a second). Incomplete outputs of the killed jobs are rerun (--rerun-incomplete);
+# training resumes from its checkpoints.
+define unlock_if_idle
+if [ -n "$$(ls -A .snakemake/locks 2>/dev/null)" ]; then \
+  for p in /proc/[0-9]*; do \
+    [ "$$(readlink $$p/cwd 2>/dev/null)" = "$(CURDIR)" ] || continue; \
+    if tr '\0' ' ' < $$p/cmdline 2>/dev/null | grep -Eq '(^|/)snakemake( |$$)|-m snakemake( |$$)'; then \
+      echo "Snakemake is running in $(CURDIR) (pid $${p#/proc/}): leaving its lock"; exit 0; \
+    fi; \
+  done; \
+  $(VENV)/bin/snakemake --unlock --configfile $(CONFIG) >/dev/null && echo "removed the lock of a killed run"; \
+fi
+endef
+
 # The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
 demo: env
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds
+	@$(unlock_if_idle)
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
 
 # Plan the full paper without running anything.
 dry-run: env

@@ -11,8 +11,14 @@ if not config:
     configfile: "configs/default.yaml"
 
 
-
+# `snakemake --lint` reports two kinds of item on purpose (tests/test_rules.py allows only these):
+#  * "Specify a conda environment or container for each rule": every rule calls the `shapelm`
+#    CLI of the one environment running Snakemake, pinned by requirements.lock (envs/README.md;
+#    envs/cluster.yaml for conda sites), not a copy of it per rule.
+#  * "Mixed rules and functions in same snakefile": each rules file keeps the input functions
+#    of its rules beside them (which token directory a run reads, which segment comes before).
 include: "workflow/rules/common.smk"
+include: "workflow/rules/signals.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
@@ -29,6 +35,7 @@ rule all:
     input:
         ARTIFACT_PATHS,
         RECIPE_DIFF_OUTPUTS,
+        [hf_export_dir(r) for r in RUNS],
 
 
 # `shapelm cluster check-submit` asks sbatch about every job the executor would submit: it

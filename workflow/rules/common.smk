@@ -2,30 +2,49 @@
 import json
 import os
 import sys
+from pathlib import Path
 
 from snakemake.utils import min_version
 
 from shapelm import workflow as wf
 from shapelm.checks import workflow_experiment
-from shapelm.config import config_hash
+from shapelm.config import config_hash, write_json_atomic
 
 min_version("9.0")
 
+
+envvars:
+    "PATH",
+
+
 # Rules call the `shapelm` and `python` of the environment running Snakemake, activated or not.
-os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+os.environ["PATH"] = os.pathsep.join(
+    [os.path.dirname(sys.executable), os.environ.get("PATH", "")]
+)
 
 # The config files read again strictly (duplicate keys, YTE templates), validated and resolved
 # (a `rehearsal:` config at CPU size); then everything a job would find out too late: data vs
 # model vocabulary, inputs, cluster requests, checked where the workflow is planned (the jobs it
 # submits re-read the Snakefile). A bad config ends here with one message, no traceback.
-EXP = workflow_experiment(config, workflow.configfiles,
-                          check=not (workflow.remote_exec or workflow.subprocess_exec))
+EXP = workflow_experiment(
+    config,
+    workflow.configfiles,
+    check=not (workflow.remote_exec or workflow.subprocess_exec),
+)
+# A rehearsal's up to 32 "GPUs" share this machine's cores: one training thread each.
+if config.get("rehearsal"):
+    os.environ.setdefault("SHAPELM_THREADS", "1")
 E = EXP.name
 RUNS = list(EXP.runs)
 WORK = wf.work_dir(E)
 RESULTS = wf.results_dir(E)
 FIGURES = wf.figures_dir(E)
 LOGS = f"logs/{E}"
+# Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs), to calibrate `shapelm plan`.
+BENCHMARKS = f"{WORK}/benchmarks"
+# Jobs that checkpoint and resume (training, its segments, the YaRN finetune) are resubmitted
+# after a preemption or a time limit; nothing else is retried (a bad config fails once).
+RESUMABLE_RETRIES = 2
 DATA = EXP.section("data")
 EVAL = EXP.section("eval")
 LONGCTX = EXP.section("longctx")
@@ -35,8 +54,15 @@ VAL_SETS = DATA.get("validation_sets", [])
 LONGCTX_RUNS = [r for r in RUNS if EXP.run(r)["longctx"]]
 DECODE_RUNS = [r for r in RUNS if EXP.raw["runs"][r].get("decode", False)]
 
+
 wildcard_constraints:
     run="|".join(RUNS) or "NONE",
+
+
+def option(flag, value):
+    """[flag, value] for a `{params.x:q}` in a shell command (each word quoted: a config value
+    stays one argument), or nothing when the value is unset."""
+    return [flag, str(value)] if value else []
 
 
 def run_dir(run):
@@ -57,16 +83,14 @@ def stage_resources(stage, run_of=lambda w: w.run):
 
 rule experiment_config:
     """The merged experiment config, for commands that need the whole experiment."""
-    localrule: True
     output:
         f"{WORK}/experiment.json",
-    params:
-        digest=config_hash(EXP.raw),
     log:
         f"{LOGS}/experiment_config.log",
+    localrule: True
+    params:
+        digest=config_hash(EXP.raw),
+        summary=f"experiment {E}: {len(RUNS)} runs, config digest {config_hash(EXP.raw)}\n",
     run:
-        from shapelm.config import write_json_atomic
-
         write_json_atomic(output[0], EXP.raw)
-        with open(log[0], "w") as fh:
-            fh.write(f"experiment {E}: {len(RUNS)} runs, config digest {params.digest}\n")
+        Path(log[0]).write_text(params.summary)

@@ -14,14 +14,14 @@ if DEFAULT_SOURCE:
             train=f"{CORPUS}/train/manifest.json",
             val=expand(f"{CORPUS}/val/{{vset}}/manifest.json", vset=VAL_SETS),
             tokenizer=f"{CORPUS}/tokenizer.json",
+        log:
+            f"{LOGS}/data/default_corpus.log",
         params:
             vocab=DATA.get("default_corpus", {}).get("vocab_size", 4096),
             max_tokens=DATA.get("default_corpus", {}).get("max_train_tokens", 2_500_000),
-        log:
-            f"{LOGS}/data/default_corpus.log",
         shell:
-            "shapelm data default-corpus {CORPUS} --vocab-size {params.vocab} "
-            "--max-train-tokens {params.max_tokens} > {log} 2>&1"
+            'shapelm data default-corpus "$(dirname "$(dirname {output.train:q})")" '
+            "--vocab-size {params.vocab:q} --max-train-tokens {params.max_tokens:q} > {log:q} 2>&1"
 
     def train_data(run):
         """Manifest of the token dir the run trains on."""
@@ -40,13 +40,25 @@ if DEFAULT_SOURCE:
 else:
     SCALES = list(dict.fromkeys(EXP.run(r)["scale"] for r in RUNS))
     SCALE_DATA = {s: data_plan.scale_data(EXP.raw, s) for s in SCALES}
-    RETOKENIZED = {s: data_plan.tokenizer_slug(data_plan.run_tokenizer(d))
-                   for s, d in SCALE_DATA.items() if data_plan.retokenizes(d)}
-    RETOK_TOKENIZER = {data_plan.tokenizer_slug(data_plan.run_tokenizer(SCALE_DATA[s])):
-                       data_plan.run_tokenizer(SCALE_DATA[s]) for s in RETOKENIZED}
+    RETOKENIZED = {
+        s: data_plan.tokenizer_slug(data_plan.run_tokenizer(d))
+        for s, d in SCALE_DATA.items()
+        if data_plan.retokenizes(d)
+    }
+    RETOK_TOKENIZER = {
+        data_plan.tokenizer_slug(
+            data_plan.run_tokenizer(SCALE_DATA[s])
+        ): data_plan.run_tokenizer(SCALE_DATA[s])
+        for s in RETOKENIZED
+    }
     # every validation set some run evaluates on, in first-seen order (one download job)
-    ALL_VAL_SETS = list(dict.fromkeys(
-        v for d in [DATA, *SCALE_DATA.values()] for v in d.get("validation_sets", [])))
+    ALL_VAL_SETS = list(
+        dict.fromkeys(
+            v
+            for d in [DATA, *SCALE_DATA.values()]
+            for v in d.get("validation_sets", [])
+        )
+    )
     OLMO = DATA.get("olmo", {})
     # CPU jobs: as many cores as asked, but never more than a node of the cluster has
     NODE_CPUS = int(wf.cluster_settings(EXP)["node"]["cpus"])
@@ -58,73 +70,81 @@ else:
 
     rule slice_olmo:
         """The first N tokens of OLMo-2 stage 1 in its exact shuffled order (resumable); for a
-        re-encoded scale, N = total_tokens x data.retokenize.over_slice dolma2 tokens."""
+        re-encoded scale, N = total_tokens x data.retokenize.over_slice dolma2 tokens.
+        """
         output:
             f"{WORK}/data/{{scale}}/train/manifest.json",
-        wildcard_constraints:
-            scale=SCALE_RE,
-        params:
-            tokens=lambda w: data_plan.source_tokens(EXP.raw, w.scale),
-            seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
-            root=OLMO.get("root", ""),
-            paths=OLMO.get("paths", ""),
-            tokenizer=data_plan.source_tokenizer(DATA),
         log:
             f"{LOGS}/data/slice_{{scale}}.log",
+        benchmark:
+            f"{BENCHMARKS}/data/slice_{{scale}}.tsv"
+        wildcard_constraints:
+            scale=SCALE_RE,
         resources:
             runtime=24 * 60,
             cpus_per_task=min(8, NODE_CPUS),
             mem_mb=16000,
+        params:
+            tokens=lambda w: data_plan.source_tokens(EXP.raw, w.scale),
+            seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
+            root=option("--root", OLMO.get("root")),
+            paths=option("--paths", OLMO.get("paths")),
+            tokenizer=data_plan.source_tokenizer(DATA),
         shell:
-            "shapelm data slice $(dirname {output}) --tokens {params.tokens} "
-            "--seq-len-out {params.seq_len} --tokenizer {params.tokenizer} "
-            "$( [ -n '{params.root}' ] && echo --root {params.root} ) "
-            "$( [ -n '{params.paths}' ] && echo --paths {params.paths} ) "
-            "--quiet > {log} 2>&1"
+            'shapelm data slice "$(dirname {output:q})" --tokens {params.tokens:q} '
+            "--seq-len-out {params.seq_len:q} --tokenizer {params.tokenizer:q} "
+            "{params.root:q} {params.paths:q} --quiet > {log:q} 2>&1"
 
     rule retokenize_train:
         """A scale's slice decoded document by document and re-encoded with its tokenizer, same
-        order, cut into its seq_len windows (resumable; fails naming the scale if short)."""
+        order, cut into its seq_len windows (resumable; fails naming the scale if short).
+        """
         input:
             f"{WORK}/data/{{scale}}/train/manifest.json",
         output:
             f"{WORK}/data/{{scale}}/train-{{tok}}/manifest.json",
+        log:
+            f"{LOGS}/data/retokenize_{{scale}}_{{tok}}.log",
+        benchmark:
+            f"{BENCHMARKS}/data/retokenize_{{scale}}_{{tok}}.tsv"
         wildcard_constraints:
             scale=SCALE_RE,
             tok=TOK_RE,
-        params:
-            source_tokenizer=lambda w: data_plan.source_tokenizer(SCALE_DATA[w.scale]),
-            tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
-            tokens=lambda w: int(float(EXP.raw["scales"][w.scale]["train"]["total_tokens"])),
-            seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
-            hint=lambda w: (
-                f"raise scales.{w.scale}.data.retokenize.over_slice "
-                f"(now {data_plan.over_slice(SCALE_DATA[w.scale])})"
-            ),
-        log:
-            f"{LOGS}/data/retokenize_{{scale}}_{{tok}}.log",
         resources:
             runtime=24 * 60,
             cpus_per_task=min(16, NODE_CPUS),
             mem_mb=16000,
+        params:
+            source_tokenizer=lambda w: data_plan.source_tokenizer(SCALE_DATA[w.scale]),
+            tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
+            tokens=lambda w: int(
+                float(EXP.raw["scales"][w.scale]["train"]["total_tokens"])
+            ),
+            seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
+            context=lambda w: f"scales.{w.scale}",
+            hint=lambda w: (
+                f"raise scales.{w.scale}.data.retokenize.over_slice "
+                f"(now {data_plan.over_slice(SCALE_DATA[w.scale])})"
+            ),
         shell:
-            "shapelm data retokenize $(dirname {input}) $(dirname {output}) "
-            "--source-tokenizer {params.source_tokenizer} --tokenizer {params.tokenizer} "
-            "--tokens {params.tokens} --seq-len {params.seq_len} "
-            "--context 'scales.{wildcards.scale}' --hint '{params.hint}' > {log} 2>&1"
+            'shapelm data retokenize "$(dirname {input:q})" "$(dirname {output:q})" '
+            "--source-tokenizer {params.source_tokenizer:q} --tokenizer {params.tokenizer:q} "
+            "--tokens {params.tokens:q} --seq-len {params.seq_len:q} "
+            "--context {params.context:q} --hint {params.hint:q} > {log:q} 2>&1"
 
     rule validation_sets:
         output:
             expand(f"{WORK}/data/val/{{vset}}/manifest.json", vset=ALL_VAL_SETS),
-        params:
-            sets=",".join(ALL_VAL_SETS),
-            root=OLMO.get("validation_root", ""),
-            tokenizer=data_plan.source_tokenizer(DATA),
         log:
             f"{LOGS}/data/validation_sets.log",
+        params:
+            out=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+            sets=",".join(ALL_VAL_SETS),
+            root=option("--root", OLMO.get("validation_root")),
+            tokenizer=data_plan.source_tokenizer(DATA),
         shell:
-            "shapelm data validation {WORK}/data/val --sets {params.sets} --tokenizer {params.tokenizer} "
-            "$( [ -n '{params.root}' ] && echo --root {params.root} ) > {log} 2>&1"
+            "shapelm data validation {params.out:q} --sets {params.sets:q} "
+            "--tokenizer {params.tokenizer:q} {params.root:q} > {log:q} 2>&1"
 
     rule retokenize_validation:
         """A dolma2 validation set in a re-encoded scale's tokenizer, for its eval_ppl."""
@@ -132,18 +152,19 @@ else:
             f"{WORK}/data/val/{{vset}}/manifest.json",
         output:
             f"{WORK}/data/val-{{tok}}/{{vset}}/manifest.json",
+        log:
+            f"{LOGS}/data/retokenize_val_{{tok}}_{{vset}}.log",
         wildcard_constraints:
             tok=TOK_RE,
             vset=VSET_RE,
         params:
             source_tokenizer=data_plan.source_tokenizer(DATA),
             tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
-        log:
-            f"{LOGS}/data/retokenize_val_{{tok}}_{{vset}}.log",
+            context=lambda w: f"validation set {w.vset}",
         shell:
-            "shapelm data retokenize $(dirname {input}) $(dirname {output}) "
-            "--source-tokenizer {params.source_tokenizer} --tokenizer {params.tokenizer} "
-            "--context 'validation set {wildcards.vset}' --quiet > {log} 2>&1"
+            'shapelm data retokenize "$(dirname {input:q})" "$(dirname {output:q})" '
+            "--source-tokenizer {params.source_tokenizer:q} --tokenizer {params.tokenizer:q} "
+            "--context {params.context:q} --quiet > {log:q} 2>&1"
 
     def train_data(run):
         """Manifest of the token dir the run trains on: its scale's slice, or that slice
@@ -159,10 +180,18 @@ else:
         data = DATA if run is None else EXP.run(run)["data"]
         scale = None if run is None else EXP.run(run)["scale"]
         base = f"val-{RETOKENIZED[scale]}" if scale in RETOKENIZED else "val"
-        return [f"{WORK}/data/{base}/{v}/manifest.json" for v in data.get("validation_sets", [])]
+        return [
+            f"{WORK}/data/{base}/{v}/manifest.json"
+            for v in data.get("validation_sets", [])
+        ]
 
     TOKENIZER = DATA.get("tokenizer", "")
 
     def tokenizer_for(run):
         """The tokenizer the run's evaluation uses: the one its tokens are in."""
         return data_plan.run_tokenizer(EXP.run(run)["data"])
+
+
+def tokenizer_of_job(wildcards, input):
+    """A job's tokenizer: its declared tokenizer input (the default corpus'), else the configured one."""
+    return input.tokenizer[0] if input.get("tokenizer") else TOKENIZER

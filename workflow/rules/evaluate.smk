@@ -7,22 +7,22 @@ rule eval_ppl:
         val=lambda w: val_data(w.run),
     output:
         f"{RESULTS}/runs/{{run}}/ppl.json",
-    params:
-        model_dir=lambda w: f"{run_dir(w.run)}/final",
-        val_dirs=lambda w: " ".join(f"$(dirname {p})" for p in val_data(w.run)),
-        seq_len=EVAL.get("ppl_seq_len", 4096),
-        max_instances=(
-            f"--max-instances {EVAL['ppl_max_instances']}" if EVAL.get("ppl_max_instances") else ""
-        ),
-        batch=EVAL.get("batch_size", 8),
     log:
         f"{LOGS}/runs/{{run}}/eval_ppl.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/eval_ppl.tsv"
     resources:
         **stage_resources("eval_ppl"),
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        val_dirs=lambda w, input: [os.path.dirname(p) for p in input.val],
+        seq_len=EVAL.get("ppl_seq_len", 4096),
+        max_instances=option("--max-instances", EVAL.get("ppl_max_instances")),
+        batch=EVAL.get("batch_size", 8),
     shell:
-        "shapelm eval ppl --model {params.model_dir} --data {params.val_dirs} "
-        "--seq-len {params.seq_len} {params.max_instances} --batch-size {params.batch} "
-        "--no-progress --out {output} > {log} 2>&1"
+        "shapelm eval ppl --model {params.model_dir:q} --data {params.val_dirs:q} "
+        "--seq-len {params.seq_len:q} {params.max_instances:q} --batch-size {params.batch:q} "
+        "--no-progress --out {output:q} > {log:q} 2>&1"
 
 
 # The held-out tasks (same lm-eval formats as the real ones, built from validation text): the
@@ -38,24 +38,26 @@ if HELDOUT:
             tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
         output:
             f"{TASK_DIR}/task_data.json",
-        params:
-            val_dirs=" ".join(f"$(dirname {p})" for p in val_data(None)),
-            tokenizer=TOKENIZER,
-            n=EVAL.get("heldout_examples", 200),
         log:
             f"{LOGS}/data/make_tasks.log",
+        params:
+            val_dirs=lambda w, input: [os.path.dirname(p) for p in input.val],
+            tokenizer=tokenizer_of_job,
+            n=EVAL.get("heldout_examples", 200),
+            out=lambda w, output: os.path.dirname(output[0]),
         shell:
-            "shapelm eval make-tasks --text {params.val_dirs} --tokenizer {params.tokenizer} "
-            "--n-mc {params.n} --n-ce {params.n} "
-            "--out {TASK_DIR} > {log} 2>&1"
+            "shapelm eval make-tasks --text {params.val_dirs:q} --tokenizer {params.tokenizer:q} "
+            "--n-mc {params.n:q} --n-ce {params.n:q} --out {params.out:q} > {log:q} 2>&1"
 
+
+# `--task-data` takes its values after one flag (nargs="*").
+if HELDOUT:
     TASK_INPUTS = [f"{TASK_DIR}/task_data.json"]
-    TASK_DATA_ARG = f"--task-data {TASK_DIR}/task_data.json"
+    TASK_DATA_ARGS = ["--task-data", f"{TASK_DIR}/task_data.json"]
 else:
     TASK_INPUTS = []
-    TASK_DATA_ARG = " ".join(
-        f"--task-data {k}={v}" for k, v in EVAL.get("task_data", {}).items()
-    )
+    TASK_DATA = [f"{k}={v}" for k, v in EVAL.get("task_data", {}).items()]
+    TASK_DATA_ARGS = ["--task-data", *TASK_DATA] if TASK_DATA else []
 
 
 rule downstream:
@@ -64,20 +66,49 @@ rule downstream:
         tasks=TASK_INPUTS,
     output:
         f"{RESULTS}/runs/{{run}}/downstream.json",
-    params:
-        model_dir=lambda w: f"{run_dir(w.run)}/final",
-        tasks=lambda w: " ".join(EXP.run(w.run)["eval"].get("tasks", ["olmo"])),
-        task_data=TASK_DATA_ARG,
-        tokenizer=lambda w: f"--tokenizer {tokenizer_for(w.run)}" if tokenizer_for(w.run) else "",
-        tasks_dir=lambda w: f"{run_dir(w.run)}/lm_eval_tasks",
-        limit=f"--limit {EVAL['limit']}" if EVAL.get("limit") else "",
-        batch=EVAL.get("batch_size", 8),
     log:
         f"{LOGS}/runs/{{run}}/downstream.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/downstream.tsv"
     resources:
         **stage_resources("downstream"),
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        tasks=lambda w: EXP.run(w.run)["eval"].get("tasks", ["olmo"]),
+        task_data=TASK_DATA_ARGS,
+        tokenizer=lambda w: option("--tokenizer", tokenizer_for(w.run)),
+        tasks_dir=lambda w: f"{run_dir(w.run)}/lm_eval_tasks",
+        limit=option("--limit", EVAL.get("limit")),
+        batch=EVAL.get("batch_size", 8),
     shell:
-        "shapelm eval downstream --model {params.model_dir} {params.tokenizer} "
-        "--tasks {params.tasks} {params.task_data} --tasks-dir {params.tasks_dir} {params.limit} "
-        "--batch-size {params.batch} "
-        "--out {output} > {log} 2>&1"
+        "shapelm eval downstream --model {params.model_dir:q} {params.tokenizer:q} "
+        "--tasks {params.tasks:q} {params.task_data:q} --tasks-dir {params.tasks_dir:q} "
+        "{params.limit:q} --batch-size {params.batch:q} --out {output:q} > {log:q} 2>&1"
+
+
+# Each trained model as a Hugging Face directory (docs/EVALUATION.md "Hugging Face export"),
+# written as soon as its training ends: loading and re-saving the weights needs host memory,
+# not a GPU.
+def hf_export_dir(run):
+    return f"{WORK}/hf/{run}"
+
+
+rule export_hf:
+    input:
+        model=lambda w: model_file(w.run),
+        tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
+    output:
+        directory(f"{WORK}/hf/{{run}}"),
+    log:
+        f"{LOGS}/runs/{{run}}/export_hf.log",
+    resources:
+        runtime=60,
+        mem_mb=lambda w: wf.eval_host_mem_mb(EXP.run(w.run)),
+        cpus_per_task=2,
+        nodes=1,
+        gres="",
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        tokenizer=lambda w: option("--tokenizer", tokenizer_for(w.run)),
+    shell:
+        "shapelm export-hf {params.model_dir:q} {output:q} {params.tokenizer:q} > {log:q} 2>&1"

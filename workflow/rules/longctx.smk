@@ -31,12 +31,16 @@ def _lc_stop_margin(run):
 
 def _ruler_sources():
     """--essays/--squad/--hotpotqa/--words as configured; the default corpus for missing ones."""
-    args = [f"--{key} {shlex.quote(str(LC[key]))}" for key in ("essays", "squad", "hotpotqa", "words") if LC.get(key)]
+    args = [
+        a
+        for key in ("essays", "squad", "hotpotqa", "words")
+        for a in option(f"--{key}", LC.get(key))
+    ]
     if DEFAULT_SOURCE and not LC.get("essays"):
-        args.append(f"--essays {_VAL}/default_wiki")
+        args += ["--essays", f"{_VAL}/default_wiki"]
     if DEFAULT_SOURCE and not (LC.get("squad") and LC.get("hotpotqa")):
-        args.append(f"--qa-text {_VAL}/default_web")
-    return " ".join(args)
+        args += ["--qa-text", f"{_VAL}/default_web"]
+    return args
 
 
 def _pg19_segments(run):
@@ -52,51 +56,48 @@ if LC.get("pg19"):
 
     rule yarn_data:
         """PG19's train split tokenized with the model's tokenizer and cut into {seq_len}-token
-        segments, once per experiment: the steps x batch segments the finetune visits."""
+        segments, once per experiment: the steps x batch segments the finetune visits.
+        """
         input:
             tokenizer=LC_TOKENIZER_INPUT,
         output:
             f"{WORK}/data/yarn_pg19/seq{{seq_len}}/manifest.json",
-        wildcard_constraints:
-            seq_len=r"\d+",
-        params:
-            source=shlex.quote(str(LC["pg19"])),
-            max_segments=int(LC["finetune_steps"]) * int(LC["finetune_batch"]),
         log:
             f"{LOGS}/data/yarn_pg19_seq{{seq_len}}.log",
+        benchmark:
+            f"{BENCHMARKS}/data/yarn_pg19_seq{{seq_len}}.tsv"
+        wildcard_constraints:
+            seq_len=r"\d+",
         threads: 8
         resources:
             cpus_per_task=8,  # encode_batch tokenizes on every CPU of the job
             mem_mb=16000,
             runtime=240,
+        params:
+            source=str(LC["pg19"]),
+            tokenizer=tokenizer_of_job,
+            max_segments=int(LC["finetune_steps"]) * int(LC["finetune_batch"]),
         shell:
-            "shapelm longctx prepare --source {params.source} --tokenizer {TOKENIZER} "
-            "--seq-len {wildcards.seq_len} --max-segments {params.max_segments} "
-            "--out $(dirname {output}) > {log} 2>&1"
+            "shapelm longctx prepare --source {params.source:q} --tokenizer {params.tokenizer:q} "
+            "--seq-len {wildcards.seq_len:q} --max-segments {params.max_segments:q} "
+            '--out "$(dirname {output:q})" > {log:q} 2>&1'
 
 
 rule yarn_finetune:
     """YaRN finetune, sharded over its job's GPUs; resumes from RUN/yarn/checkpoints (not a
-    declared output) and checkpoints before the job's time limit (exit 138: resubmitted)."""
+    declared output) and checkpoints before the job's time limit (exit 138: resubmitted).
+    """
     input:
         model=lambda w: model_file(w.run),
         data=lambda w: finetune_data(w.run),
     output:
         f"{WORK}/runs/{{run}}/yarn/final/model.safetensors",
-    params:
-        launch=lambda w: LC_JOBS[w.run]["launch"],
-        model_dir=lambda w: f"{run_dir(w.run)}/final",
-        out=lambda w: f"{run_dir(w.run)}/yarn",
-        factor=LC["factor"],
-        original=lambda w: LC_RUN[w.run]["original"],
-        seq_len=lambda w: LC_RUN[w.run]["seq_len"],
-        steps=LC["finetune_steps"],
-        batch=LC["finetune_batch"],
-        micro_batch=LC["micro_batch"],
-        checkpoint_every=LC["checkpoint_every"],
-        margin=lambda w: _lc_stop_margin(w.run),
     log:
         f"{LOGS}/runs/{{run}}/yarn_finetune.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/yarn_finetune.tsv"
+    # Preempted or out of time: it checkpointed, and the resubmitted job resumes.
+    retries: RESUMABLE_RETRIES
     threads: 1
     resources:
         runtime=_lc_resource("runtime"),
@@ -107,12 +108,25 @@ rule yarn_finetune:
         mpi=_lc_resource("mpi"),
         tasks_per_node=_lc_resource("tasks_per_node"),
         slurm_extra=_lc_resource("slurm_extra"),
+    params:
+        launch=lambda w: shlex.split(LC_JOBS[w.run]["launch"]),
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        out=lambda w: f"{run_dir(w.run)}/yarn",
+        factor=LC["factor"],
+        original=lambda w: LC_RUN[w.run]["original"],
+        seq_len=lambda w: LC_RUN[w.run]["seq_len"],
+        steps=LC["finetune_steps"],
+        batch=LC["finetune_batch"],
+        micro_batch=LC["micro_batch"],
+        checkpoint_every=LC["checkpoint_every"],
+        margin=lambda w: _lc_stop_margin(w.run),
     shell:
-        "{params.launch} longctx finetune --model {params.model_dir} --data $(dirname {input.data}) "
-        "--out {params.out} --factor {params.factor} --original {params.original} "
-        "--seq-len {params.seq_len} --steps {params.steps} --batch {params.batch} "
-        "--micro-batch {params.micro_batch} --checkpoint-every {params.checkpoint_every} "
-        "--time-limit {resources.runtime} --stop-margin {params.margin} > {log} 2>&1"
+        "{params.launch:q} longctx finetune --model {params.model_dir:q} "
+        '--data "$(dirname {input.data:q})" --out {params.out:q} --factor {params.factor:q} '
+        "--original {params.original:q} --seq-len {params.seq_len:q} --steps {params.steps:q} "
+        "--batch {params.batch:q} --micro-batch {params.micro_batch:q} "
+        "--checkpoint-every {params.checkpoint_every:q} --time-limit {resources.runtime:q} "
+        "--stop-margin {params.margin:q} > {log:q} 2>&1"
 
 
 rule proofpile:
@@ -121,20 +135,24 @@ rule proofpile:
         tokenizer=LC_TOKENIZER_INPUT,
     output:
         f"{RESULTS}/runs/{{run}}/proofpile.json",
-    params:
-        model_dir=lambda w: f"{run_dir(w.run)}/yarn/final",
-        docs=shlex.quote(str(LC_PROOFPILE)),
-        min_tokens=LC["proofpile_min_tokens"],
-        num_docs=LC["proofpile_num_docs"],
-        tokenizer=f"--tokenizer {TOKENIZER}" if TOKENIZER else "",
     log:
         f"{LOGS}/runs/{{run}}/proofpile.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/proofpile.tsv"
     resources:
         **stage_resources("proofpile"),
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/yarn/final",
+        docs=str(LC_PROOFPILE),
+        min_tokens=LC["proofpile_min_tokens"],
+        num_docs=LC["proofpile_num_docs"],
+        tokenizer=option("--tokenizer", TOKENIZER),
+        lengths=LC_LENGTHS,
     shell:
-        "shapelm longctx proofpile --model {params.model_dir} --run {wildcards.run} "
-        "--docs {params.docs} --split test {params.tokenizer} --lengths {LC_LENGTHS} "
-        "--min-tokens {params.min_tokens} --num-docs {params.num_docs} --out {output} > {log} 2>&1"
+        "shapelm longctx proofpile --model {params.model_dir:q} --run {wildcards.run:q} "
+        "--docs {params.docs:q} --split test {params.tokenizer:q} --lengths {params.lengths:q} "
+        "--min-tokens {params.min_tokens:q} --num-docs {params.num_docs:q} --out {output:q} "
+        "> {log:q} 2>&1"
 
 
 rule ruler_data:
@@ -143,14 +161,18 @@ rule ruler_data:
         tokenizer=LC_TOKENIZER_INPUT,
     output:
         directory(f"{WORK}/data/ruler"),
+    log:
+        f"{LOGS}/data/ruler_data.log",
     params:
         samples=LC["ruler_samples"],
         sources=_ruler_sources(),
-    log:
-        f"{LOGS}/data/ruler_data.log",
+        tokenizer=tokenizer_of_job,
+        lengths=LC_LENGTHS,
+        tasks=LC_TASKS,
     shell:
-        "shapelm longctx ruler-generate --tokenizer {TOKENIZER} --lengths {LC_LENGTHS} "
-        "--tasks {LC_TASKS} --samples {params.samples} {params.sources} --out {output} > {log} 2>&1"
+        "shapelm longctx ruler-generate --tokenizer {params.tokenizer:q} "
+        "--lengths {params.lengths:q} --tasks {params.tasks:q} --samples {params.samples:q} "
+        "{params.sources:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule ruler:
@@ -159,12 +181,15 @@ rule ruler:
         data=f"{WORK}/data/ruler",
     output:
         f"{RESULTS}/runs/{{run}}/ruler.json",
-    params:
-        model_dir=lambda w: f"{run_dir(w.run)}/yarn/final",
     log:
         f"{LOGS}/runs/{{run}}/ruler.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/ruler.tsv"
     resources:
         **stage_resources("ruler"),
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/yarn/final",
+        tokenizer=TOKENIZER,
     shell:
-        "shapelm longctx ruler --model {params.model_dir} --tokenizer {TOKENIZER} "
-        "--data {input.data} --out {output} > {log} 2>&1"
+        "shapelm longctx ruler --model {params.model_dir:q} --tokenizer {params.tokenizer:q} "
+        "--data {input.data:q} --out {output:q} > {log:q} 2>&1"

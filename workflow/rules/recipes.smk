@@ -3,12 +3,14 @@
 # (src/shapelm/reference/recipes.yaml), never from a network; shapelm.recipes has the logic.
 from shapelm.reference import RECIPES_PATH
 
-RECIPE_DIFF_OUTPUTS = [f"{RESULTS}/tables/recipe_diff.csv", f"{RESULTS}/tables/recipe_diff.md"]
+RECIPE_DIFF_OUTPUTS = [
+    f"{RESULTS}/tables/recipe_diff.csv",
+    f"{RESULTS}/tables/recipe_diff.md",
+]
 
 
 rule recipe_diff:
     """The recipe diff table of this experiment (which runs follow which recipe)."""
-    localrule: True
     input:
         experiment=f"{WORK}/experiment.json",
         recipes=str(RECIPES_PATH),
@@ -16,5 +18,8 @@ rule recipe_diff:
         RECIPE_DIFF_OUTPUTS,
     log:
         f"{LOGS}/recipe_diff.log",
+    localrule: True
+    params:
+        tables=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "shapelm recipe diff {input.experiment} --write {RESULTS}/tables > {log} 2>&1"
+        "shapelm recipe diff {input.experiment:q} --write {params.tables:q} > {log:q} 2>&1"

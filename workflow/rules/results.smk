@@ -5,9 +5,16 @@ from shapelm.results import artifacts as result_artifacts
 
 
 def run_outputs(run):
-    outs = [model_file(run), f"{RESULTS}/runs/{run}/ppl.json", f"{RESULTS}/runs/{run}/downstream.json"]
+    outs = [
+        model_file(run),
+        f"{RESULTS}/runs/{run}/ppl.json",
+        f"{RESULTS}/runs/{run}/downstream.json",
+    ]
     if run in LONGCTX_RUNS:
-        outs += [f"{RESULTS}/runs/{run}/proofpile.json", f"{RESULTS}/runs/{run}/ruler.json"]
+        outs += [
+            f"{RESULTS}/runs/{run}/proofpile.json",
+            f"{RESULTS}/runs/{run}/ruler.json",
+        ]
     return outs
 
 
@@ -26,9 +33,17 @@ def _report(artifact):
     )
 
 
+# The folders `shapelm results build` reads and writes (functions: folders of the job's files,
+# not path prefixes to hard-code).
+RESULTS_BUILD_DIRS = dict(
+    results=lambda w: RESULTS,
+    figures=lambda w: FIGURES,
+    work=lambda w, input: os.path.dirname(input.experiment),
+)
+
+
 rule results:
     """Every table (CSV, Markdown, LaTeX) and figure (PNG, PDF) of the three papers."""
-    localrule: True
     input:
         experiment=f"{WORK}/experiment.json",
         runs=ALL_RUN_OUTPUTS,
@@ -37,6 +52,9 @@ rule results:
         [_report(a) if a.get("report", True) else a["path"] for a in ARTIFACTS],
     log:
         f"{LOGS}/results.log",
+    localrule: True
+    params:
+        **RESULTS_BUILD_DIRS,
     shell:
-        "shapelm results build {input.experiment} --results-dir {RESULTS} "
-        "--figures-dir {FIGURES} --work-dir {WORK} > {log} 2>&1"
+        "shapelm results build {input.experiment:q} --results-dir {params.results:q} "
+        "--figures-dir {params.figures:q} --work-dir {params.work:q} > {log:q} 2>&1"

@@ -6,9 +6,10 @@ for _scale in EXP.raw["scales"]:
     rule:
         name:
             f"scale_{_scale}"
-        localrule: True
         input:
             [p for r in EXP.runs_for(scale=_scale) for p in run_outputs(r)],
+            [hf_export_dir(r) for r in EXP.runs_for(scale=_scale)],
+        localrule: True
 
 
 _TABLES = sorted({t for r in RUNS for t in EXP.run(r)["tables"]})
@@ -17,20 +18,26 @@ for _table in _TABLES:
     rule:
         name:
             f"table_{_table}"
-        localrule: True
         input:
             experiment=f"{WORK}/experiment.json",
             runs=[p for r in EXP.runs_for(table=_table) for p in run_outputs(r)],
-            decode=DECODE_OUTPUTS if _table in ("hourglass_table12", "hourglass_fig5_decode") else [],
+            decode=(
+                DECODE_OUTPUTS
+                if _table in ("hourglass_table12", "hourglass_fig5_decode")
+                else []
+            ),
         output:
             touch(f"{RESULTS}/.targets/table_{_table}.done"),
-        params:
-            table=_table,
         log:
             f"{LOGS}/table_{_table}.log",
+        localrule: True
+        params:
+            **RESULTS_BUILD_DIRS,
+            table=_table,
         shell:
-            "shapelm results build {input.experiment} --only {params.table} --results-dir {RESULTS} "
-            "--figures-dir {FIGURES} --work-dir {WORK} > {log} 2>&1"
+            "shapelm results build {input.experiment:q} --only {params.table:q} "
+            "--results-dir {params.results:q} --figures-dir {params.figures:q} "
+            "--work-dir {params.work:q} > {log:q} 2>&1"
 
 
 for _run in RUNS:
@@ -38,6 +45,7 @@ for _run in RUNS:
     rule:
         name:
             f"run_{_run}"
-        localrule: True
         input:
             run_outputs(_run),
+            hf_export_dir(_run),
+        localrule: True

@@ -3,6 +3,8 @@
 # A run longer than the partition's time limit is a chain of segments (shapelm.workflow.
 # train_plan): `train_segment` jobs train up to a step and leave a marker, `train` finishes.
 
+import shlex
+
 TRAIN_PLANS = {run: wf.train_plan(EXP, run) for run in RUNS}
 TRAIN_RESOURCES = {run: plan.job.resources() for run, plan in TRAIN_PLANS.items()}
 # The same keys on every job (a key's presence matters: `mpi` tells the executor not to wrap
@@ -25,27 +27,40 @@ def previous_segment(run, step=None):
     return [segment_marker(run, until[k - 1])] if k > 0 else []
 
 
+# What pretraining reads, and nothing else: the train job's input and params hash only this, so
+# changing an evaluation, long-context, decode or results setting never reruns (and so never
+# deletes) a trained model. The run's other settings reach the jobs that use them as params.
+TRAIN_CONFIG_KEYS = ("name", "experiment", "scale", "arch", "model", "train")
+
+
+def train_config(run):
+    cfg = {key: EXP.run(run)[key] for key in TRAIN_CONFIG_KEYS}
+    return {**cfg, "hash": config_hash(cfg)}
+
+
 rule run_config:
-    """One run's resolved config (recipe inherited from its scale); a changed run reruns."""
-    localrule: True
+    """One run's training config (recipe inherited from its scale); a changed recipe reruns."""
     output:
         f"{WORK}/runs/{{run}}/run_config.json",
-    params:
-        digest=lambda w: EXP.run(w.run)["hash"],
     log:
         f"{LOGS}/runs/{{run}}/run_config.log",
+    localrule: True
+    params:
+        config=lambda w: train_config(w.run),
     run:
-        from shapelm.config import write_json_atomic
-
-        write_json_atomic(output[0], EXP.run(wildcards.run))
-        with open(log[0], "w") as fh:
-            fh.write(f"{wildcards.run}: config hash {params.digest}\n")
+        write_json_atomic(output[0], params.config)
+        Path(log[0]).write_text(f"training config hash {params.config['hash']}\n")
 
 
+# One thread count per process, from the job's shape (cpus_per_task), wherever the job runs:
+# float32 CPU reductions depend on it, so a resumed or rerun training matches bitwise only at
+# the same count (docs/TRAINING.md). An explicit SHAPELM_THREADS in the environment wins.
 TRAIN_SHELL = (
-    "{params.launch} train {input.config} --out {params.out} --data $(dirname {input.data}) "
-    "{params.until} --time-limit {resources.runtime} --stop-margin {params.margin} "
-    "--state-out {params.state} --no-progress > {log} 2>&1"
+    "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
+    "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
+    "{params.launch:q} train {input.config:q} --out {params.out:q} "
+    '--data "$(dirname {input.data:q})" {params.until:q} --time-limit {resources.runtime:q} '
+    "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1"
 )
 TRAIN_RESOURCES_OF_RULE = dict(
     runtime=_train_resource("runtime"),
@@ -67,19 +82,23 @@ rule train_segment:
         previous=lambda w: previous_segment(w.run, w.step),
     output:
         f"{WORK}/runs/{{run}}/segments/step-{{step}}.json",
-    wildcard_constraints:
-        step=r"\d+",
-    params:
-        out=lambda w: run_dir(w.run),
-        launch=lambda w: TRAIN_PLANS[w.run].job.launch(),
-        until=lambda w: f"--max-steps {w.step}",
-        margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
-        state=lambda w: segment_marker(w.run, w.step),
     log:
         f"{LOGS}/runs/{{run}}/train-step-{{step}}.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/train-step-{{step}}.tsv"
+    wildcard_constraints:
+        step=r"\d+",
+    # A preempted or timed-out segment resumes from its last checkpoint when resubmitted.
+    retries: RESUMABLE_RETRIES
     threads: 1
     resources:
         **TRAIN_RESOURCES_OF_RULE,
+    params:
+        out=lambda w: run_dir(w.run),
+        launch=lambda w: shlex.split(TRAIN_PLANS[w.run].job.launch()),
+        until=lambda w: ["--max-steps", w.step],
+        margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
+        state=lambda w: segment_marker(w.run, w.step),
     shell:
         TRAIN_SHELL
 
@@ -91,16 +110,19 @@ rule train:
         previous=lambda w: previous_segment(w.run),
     output:
         model=f"{WORK}/runs/{{run}}/final/model.safetensors",
-    params:
-        out=lambda w: run_dir(w.run),
-        launch=lambda w: TRAIN_PLANS[w.run].job.launch(),
-        until="",
-        margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
-        state=lambda w: f"{run_dir(w.run)}/final/train_result.json",
     log:
         f"{LOGS}/runs/{{run}}/train.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/train.tsv"
+    retries: RESUMABLE_RETRIES
     threads: 1
     resources:
         **TRAIN_RESOURCES_OF_RULE,
+    params:
+        out=lambda w: run_dir(w.run),
+        launch=lambda w: shlex.split(TRAIN_PLANS[w.run].job.launch()),
+        until=[],
+        margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
+        state=lambda w: f"{run_dir(w.run)}/final/train_result.json",
     shell:
         TRAIN_SHELL

@@ -1,0 +1,224 @@
+"""The Snakemake rules themselves: config values stay data on the command line, only training
+settings rerun training, SIGTERM reaches running jobs, and the rules pass Snakemake's linter and
+snakefmt. Every Snakemake here is the real one, planning (or running) in a scratch directory."""
+
+import json
+import os
+import shlex
+import signal
+import string
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+SNAKEMAKE = str(VENV_BIN / "snakemake")
+RULE_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+
+# Loads the workflow through Snakemake's API (what `snakemake` itself builds) and prints every
+# rule's shell command template, unformatted.
+_DUMP_SHELL_COMMANDS = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+root, configs = Path(sys.argv[1]), sys.argv[2:]
+with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+    wf = api.workflow(resource_settings=ResourceSettings(cores=1),
+                      config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]),
+                      snakefile=root / "Snakefile", workdir=root)
+    rules = {r.name: r.shellcmd for r in wf._workflow.rules if r.shellcmd}
+print("SHELLCMDS=" + json.dumps(rules))
+"""
+
+
+def _env(**extra):
+    env = {**os.environ, **extra}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _snakemake(args, cwd, timeout=300, check=True, **env):
+    """The real snakemake on this repository's Snakefile, working in `cwd`."""
+    cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(cwd), *args]
+    proc = subprocess.run(cmd, check=False, cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def _config(tmp_path, name, base="default.yaml", **sections):
+    """configs/<base> with `sections` merged in (a dict per top-level key), as a file."""
+    from shapelm.config import load_yaml, merge
+
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(merge(load_yaml(ROOT / "configs" / base), sections), sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def shell_commands():
+    """{rule: shell command template} of the tiny default and of the paper's workflow."""
+    commands = {}
+    for config, env in (("default.yaml", {}), ("paper.yaml", {"SHAPELM_ALLOW_MISSING_INPUTS": "1"})):
+        proc = subprocess.run([sys.executable, "-c", _DUMP_SHELL_COMMANDS, str(ROOT), str(ROOT / "configs" / config)],
+                              check=False, cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=300)
+        line = [x for x in proc.stdout.splitlines() if x.startswith("SHELLCMDS=")]
+        assert line, f"loading the workflow with {config} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        commands.update(json.loads(line[0].removeprefix("SHELLCMDS=")))
+    return commands
+
+
+def unquoted_fields(shellcmd):
+    """Replacement fields of a shell command template that Snakemake would not shell-quote."""
+    return [name + (f":{spec}" if spec else "")
+            for _, name, spec, _ in string.Formatter().parse(shellcmd)
+            if name is not None and not (spec or "").endswith("q")]
+
+
+def test_the_quoting_check_sees_an_unquoted_field():
+    assert unquoted_fields("shapelm x --vocab-size {params.vocab} > {log:q}") == ["params.vocab"]
+    assert unquoted_fields("shapelm x {CORPUS} {input:q}") == ["CORPUS"]
+    assert unquoted_fields("a {{literal}} {output:q}") == []
+
+
+def test_every_value_on_a_command_line_is_shell_quoted(shell_commands):
+    # Every rule that runs a shell command: the paper's slicing and re-encoding, training, each
+    # evaluation, the table targets. A value from the config, a wildcard or a path is one argument.
+    for rule in ("default_corpus", "slice_olmo", "retokenize_train", "validation_sets", "train",
+                 "train_segment", "eval_ppl", "downstream", "export_hf", "yarn_finetune", "ruler",
+                 "decode_pair", "results", "table_hourglass_table2"):
+        assert rule in shell_commands
+    unquoted = {rule: unquoted_fields(cmd) for rule, cmd in shell_commands.items()}
+    assert not {rule: fields for rule, fields in unquoted.items() if fields}
+
+
+def test_config_strings_reach_the_command_line_shell_quoted(tmp_path):
+    # Strings the schema accepts (paths may hold spaces and `;`) appear as one quoted word each.
+    hostile = {"data": {"olmo": {"root": "/data/olmo mirror; touch X #",
+                                 "validation_root": "/data/val $(touch X)"}},
+               "longctx": {"essays": "data/Paul Graham; touch X #.json"}}
+    config = _config(tmp_path, "hostile.yaml", "paper.yaml", **hostile)
+    targets = ["work/paper/data/113M/train/manifest.json", "work/paper/data/ruler",
+               "work/paper/data/val/wikitext_103/manifest.json"]
+    out = _snakemake(["--configfile", str(config), "-n", "-p", *targets], tmp_path,
+                     SHAPELM_ALLOW_MISSING_INPUTS="1").stdout
+    commands = [line for line in out.splitlines() if line.startswith("Shell command:")]
+    assert len(commands) == 3, out[-3000:]
+    for value in ("/data/olmo mirror; touch X #", "/data/val $(touch X)", "data/Paul Graham; touch X #.json"):
+        assert sum(shlex.quote(value) in c for c in commands) == 1, (value, commands)
+    assert all(shlex.split(c.removeprefix("Shell command:"), comments=True) for c in commands)
+
+
+def test_an_injected_config_value_runs_nothing(tmp_path):
+    # The reported injection: refused by the schema, or (were it accepted) one quoted argument that
+    # `--vocab-size` rejects; `touch X` runs in neither case.
+    config = _config(tmp_path, "injected.yaml",
+                     data={"default_corpus": {"vocab_size": "2048 --help; touch X; exit 1 #"}})
+    proc = _snakemake(["--configfile", str(config), "--cores", "1", "default_corpus"], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert not (tmp_path / "X").exists()
+
+
+RUN = "hg113m_conv"
+
+
+def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
+    """After the run config was written for real, an evaluation-, long-context-, decode- or
+    results-only change plans no training and no new run config; the train command is unchanged."""
+    before = _config(tmp_path, "before.yaml")
+    after = _config(tmp_path, "after.yaml",
+                    eval={"batch_size": 4, "heldout_examples": 50, "ppl_max_instances": 8},
+                    longctx={"ruler_samples": 2}, decode={"lengths": [1024]})
+    # The default corpus' outputs stand in (training is not run); the run config job runs for real.
+    corpus = tmp_path / "work" / "default" / "data" / "corpus"
+    for rel in ["train/manifest.json", "tokenizer.json",
+                *[f"val/{v}/manifest.json" for v in ("default_web", "default_code", "default_sci", "default_wiki")]]:
+        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / rel).write_text("{}")
+    run_config = tmp_path / "work" / "default" / "runs" / RUN / "run_config.json"
+    _snakemake(["--configfile", str(before), "--cores", "1", str(run_config.relative_to(tmp_path))], tmp_path)
+    assert set(json.loads(run_config.read_text())) == {"name", "experiment", "scale", "arch", "model", "train", "hash"}
+    model = run_config.parent / "final" / "model.safetensors"
+    model.parent.mkdir(parents=True)
+    time.sleep(1)  # the model is newer than its inputs, as a finished training leaves it
+    model.write_text("stand-in")
+
+    out = _snakemake(["--configfile", str(after), "-n", f"run_{RUN}"], tmp_path).stdout
+    stats = out.split("Job stats:")[1].split("Reasons:")[0]
+    jobs = {line.split()[0] for line in stats.splitlines()[3:] if line.strip() and line.split()[0] != "total"}
+    assert "eval_ppl" in jobs and "downstream" in jobs, stats
+    assert not jobs & {"train", "run_config", "default_corpus"}, stats
+
+    def train_command(config):
+        out = _snakemake(["--configfile", str(config), "-n", "-p", "--forcerun", "train",
+                          str(model.relative_to(tmp_path))], tmp_path).stdout
+        return [line for line in out.splitlines() if line.startswith("Shell command:") and " train " in line]
+
+    assert train_command(before) == train_command(after) != []
+
+
+def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path):
+    """Snakemake alone waits for running jobs on SIGTERM; the workflow forwards it to them."""
+    (tmp_path / "Snakefile").write_text(
+        f'include: "{ROOT}/workflow/rules/signals.smk"\n\n\n'
+        "rule slow:\n"
+        '    output:\n        "done.txt",\n'
+        "    shell:\n"
+        "        \"trap 'touch got-term; exit 143' TERM; touch started; sleep 120 & wait; touch {output:q}\"\n")
+    proc = subprocess.Popen([SNAKEMAKE, "--cores", "1"], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the job never started"
+            time.sleep(0.2)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+        assert (tmp_path / "got-term").exists() and time.monotonic() - started < 60
+        assert not (tmp_path / "done.txt").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_the_rules_are_formatted_as_snakefmt_writes_them():
+    proc = subprocess.run([str(VENV_BIN / "snakefmt"), "--check", *map(str, RULE_FILES)],
+                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# The two kinds of item `snakemake --lint` may still report, each justified in the Snakefile.
+JUSTIFIED_LINTS = {
+    "Specify a conda environment or container for each rule.": "one environment",
+    "Mixed rules and functions in same snakefile.": "input functions",
+}
+
+
+def lint_titles(text):
+    """{lint title: [rule or snakefile it is about]} from `snakemake --lint` output."""
+    titles, item = {}, None
+    for line in text.splitlines():
+        if line.startswith("Lints for "):
+            item = line.removeprefix("Lints for ").rstrip(":")
+        elif line.startswith("    * "):
+            titles.setdefault(line.removeprefix("    * ").rstrip(":"), []).append(item)
+    return titles
+
+
+def test_snakemake_lint_reports_only_justified_items():
+    snakefile = (ROOT / "Snakefile").read_text()
+    for config, env in (("default.yaml", {}), ("paper.yaml", {"SHAPELM_ALLOW_MISSING_INPUTS": "1"})):
+        proc = subprocess.run([SNAKEMAKE, "--lint", "--configfile", f"configs/{config}"], check=False,
+                              cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=300)
+        titles = lint_titles(proc.stdout + proc.stderr)
+        assert proc.returncode == 0 or titles, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert not {t: items for t, items in titles.items() if t not in JUSTIFIED_LINTS}, config
+    for title, reason in JUSTIFIED_LINTS.items():
+        assert title.rstrip(".") in snakefile and reason in snakefile
