@@ -14,12 +14,16 @@ Layout (EXP = the experiment's name, so the tiny default never overwrites paper 
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from shapelm.accounting import flops_per_token
 from shapelm.config import Experiment, run_model_config, run_recipe
+
 
 def work_dir(exp: str) -> str:
     return f"work/{exp}"
@@ -231,19 +235,100 @@ def stage_job(exp: Experiment, run_name: str | None, stage: str) -> dict[str, An
     return {"resources": job.resources(), "launch": job.launch(), "signal_lead_s": job.signal_lead_s}
 
 
-def plan_rows(exp: Experiment) -> list[dict[str, Any]]:
-    """GPU-hours per table from the accounting FLOPs and each scale's assumed MFU."""
+#: Where benchmarks/gpu_check.py writes its measurements (one JSON file per GPU and date).
+MEASUREMENTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+#: Plan stages, in pipeline order. Compute-counted ones are FLOPs at the scale's MFU; the others
+#: are their jobs' requested GPU time (STAGE_RUNTIME_MIN: evaluation and decode latency are
+#: short, latency-bound jobs that FLOPs do not describe).
+PLAN_STAGES = ("pretraining", "yarn_finetune", "evaluation", "proofpile", "ruler", "decode")
+
+
+def measured_mfu(directory: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """{scale: {"mfu", "gpu", "file"}}: the mean training MFU that benchmarks/gpu_check.py
+    measured for each scale with that scale's paper settings (entries marked paper_settings)."""
+    directory = Path(directory) if directory is not None else MEASUREMENTS_DIR
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if data.get("smoke") or "training" not in data:
+            continue  # a CPU smoke run measures nothing about a GPU
+        per_scale: dict[str, list[float]] = {}
+        for row in data["training"]:
+            if row.get("paper_settings") and row.get("mfu") and row.get("scale"):
+                per_scale.setdefault(row["scale"], []).append(float(row["mfu"]))
+        for scale, values in per_scale.items():
+            found[scale] = {"mfu": sum(values) / len(values), "gpu": data.get("gpu", "?"),
+                            "file": str(path)}
+    return found
+
+
+def _mfu(exp: Experiment, run: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple[float, str]:
+    res = _resources(exp, run)
+    if run["scale"] in measured:
+        m = measured[run["scale"]]
+        return m["mfu"], f"measured {m['mfu']:.3f} on {m['gpu']} ({Path(m['file']).name})"
+    mfu = float(res.get("assumed_mfu", 0.4))
+    return mfu, f"assumed {mfu:.2f} (resources.assumed_mfu; no measurement)"
+
+
+def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """GPU-hours of every stage of one run (0 for the stages it does not have)."""
+    run = exp.run(name)
+    res = _resources(exp, run)
+    if not int(res.get("gpus", 0)):
+        return dict.fromkeys(PLAN_STAGES, 0.0)
+    mfu, _ = _mfu(exp, run, measured)
+    per_gpu = float(res.get("gpu_peak_tflops", 989)) * 1e12 * mfu
+    cfg = run_model_config(run)
+    hours = dict.fromkeys(PLAN_STAGES, 0.0)
+    hours["pretraining"] = total_train_flops(run) / per_gpu / 3600
+    hours["evaluation"] = (STAGE_RUNTIME_MIN["eval_ppl"] + STAGE_RUNTIME_MIN["downstream"]) / 60
+    if exp.raw["runs"][name].get("decode"):  # the Table 12 latency pairs (common.smk DECODE_RUNS)
+        hours["decode"] = STAGE_RUNTIME_MIN["decode_pair"] / 60 / 2  # one job serves the pair
+    if run.get("longctx"):
+        from shapelm.longctx.plan import longctx_settings, run_lengths
+
+        lc, lengths = longctx_settings(exp), run_lengths(exp, name)
+        seq = lengths["seq_len"]
+        tokens = int(lc["finetune_steps"]) * int(lc["finetune_batch"]) * seq
+        hours["yarn_finetune"] = flops_per_token(cfg, seq).train * tokens / per_gpu / 3600
+        evaluated = [int(x) for x in lc["lengths"]]
+        pp = sum(flops_per_token(cfg, L).forward * L for L in evaluated) * int(lc["proofpile_num_docs"])
+        hours["proofpile"] = pp / per_gpu / 3600
+        prefill = sum(flops_per_token(cfg, L).forward * L for L in evaluated)
+        hours["ruler"] = prefill * int(lc["ruler_samples"]) * len(lc["ruler_tasks"]) / per_gpu / 3600
+    return hours
+
+
+def plan_rows(exp: Experiment, measurements: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """GPU-hours per table, every stage counted (PLAN_STAGES), each scale at its measured MFU
+    (benchmarks/results) or its assumed one; rows carry the per-stage split and `mfu_source`."""
+    measured = measured_mfu(measurements)
     per_table: dict[str, dict[str, Any]] = {}
-    total = {"table": "TOTAL (each run once)", "runs": 0, "flops": 0.0, "gpu_hours": 0.0}
-    for run in exp.runs.values():
+
+    def empty(table: str) -> dict[str, Any]:
+        return {"table": table, "runs": 0, "flops": 0.0, "gpu_hours": 0.0,
+                "stages": dict.fromkeys(PLAN_STAGES, 0.0)}
+
+    total = empty("TOTAL (each run once)")
+    sources: dict[str, str] = {}
+    for name, run in exp.runs.items():
         flops = total_train_flops(run)
-        gpu_hours = flops / _sustained_flops(_resources(exp, run)) / 3600
+        stages = run_stage_gpu_hours(exp, name, measured)
+        sources[run["scale"]] = _mfu(exp, run, measured)[1]
         for table in [*(run["tables"] or ["(untabled)"]), None]:
-            row = total if table is None else per_table.setdefault(
-                table, {"table": table, "runs": 0, "flops": 0.0, "gpu_hours": 0.0})
+            row = total if table is None else per_table.setdefault(table, empty(table))
             row["runs"] += 1
             row["flops"] += flops
-            row["gpu_hours"] += gpu_hours
+            row["gpu_hours"] += sum(stages.values())
+            for stage, h in stages.items():
+                row["stages"][stage] += h
     rows = sorted(per_table.values(), key=lambda r: r["table"])
     rows.append(total)
+    for row in rows:
+        row["mfu_source"] = sources
     return rows

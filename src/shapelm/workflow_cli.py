@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from shapelm.config import load_experiment, write_json_atomic
-from shapelm.workflow import plan_rows
+from shapelm.workflow import PLAN_STAGES, plan_rows
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
@@ -16,12 +16,19 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     exp = load_experiment(args.config)
-    rows = plan_rows(exp)
-    print(f"{'table':<34} {'runs':>5} {'train FLOPs':>12} {'GPU-hours':>10}")
+    rows = plan_rows(exp, args.measurements)
+    short = {"pretraining": "pretrain", "yarn_finetune": "yarn", "evaluation": "eval",
+             "proofpile": "proofpile", "ruler": "ruler", "decode": "decode"}
+    print(f"{'table':<34} {'runs':>5} {'train FLOPs':>12} "
+          + " ".join(f"{short[s]:>9}" for s in PLAN_STAGES) + f" {'GPU-hours':>10}")
     for row in rows:
-        print(f"{row['table']:<34} {row['runs']:>5} {row['flops']:>12.3e} {row['gpu_hours']:>10.1f}")
-    print("GPU-hours assume each scale's resources.assumed_mfu (default 0.4) of "
-          "resources.gpu_peak_tflops (default 989, H100/H200 dense bf16).")
+        print(f"{row['table']:<34} {row['runs']:>5} {row['flops']:>12.3e} "
+              + " ".join(f"{row['stages'][s]:>9.1f}" for s in PLAN_STAGES) + f" {row['gpu_hours']:>10.1f}")
+    print("MFU per scale (of resources.gpu_peak_tflops, default 989 = H100/H200 dense bf16):")
+    for scale, source in sorted(rows[-1]["mfu_source"].items()):
+        print(f"  {scale:<14} {source}")
+    print("pretrain, yarn, proofpile and ruler are FLOPs at that MFU (prefill only for RULER);\n"
+          "eval (perplexity + downstream) and decode are their jobs' requested GPU time.")
     return 0
 
 
@@ -31,6 +38,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("run")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_resolve)
-    p = sub.add_parser("plan", help="training GPU-hours per table from the FLOP accounting")
+    p = sub.add_parser("plan", help="GPU-hours per table and stage (measured or assumed MFU)")
     p.add_argument("config")
+    p.add_argument("--measurements", default=None,
+                   help="directory of benchmarks/gpu_check.py JSON files (default benchmarks/results)")
     p.set_defaults(func=cmd_plan)
