@@ -33,7 +33,7 @@ import yaml
 
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config, kind_keys
-from shapelm.model.config import ModelConfig
+from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 #: Snakemake's configfile loader evaluates YTE templates when a file sets this key.
@@ -75,8 +75,10 @@ class TrainRecipe:
     seed: int = 6198
     frozen_lm_head: bool = False
     precision: str = "auto"  # auto: bf16 autocast on GPU, float32 on CPU
-    compile: bool = False
-    distributed: str = "ddp"  # ddp | fsdp
+    compile: bool | str = "auto"  # auto: compiled blocks on CUDA, eager elsewhere
+    distributed: str = "ddp"  # ddp | fsdp | hsdp (shard within a node, replicate across nodes)
+    activation_checkpointing: str = "none"  # none | selective | ffn | full (shapelm.model.transformer)
+    fp8: bool = False  # torchao float8 training of the blocks' Linear layers (CUDA, SM89+)
     checkpoint_every: int = 1000  # optimizer steps
     keep_last: int = 2
     log_every: int = 10
@@ -112,8 +114,13 @@ class TrainRecipe:
             raise ConfigError(f"{where}.lr must be positive, got {self.lr}")
         if self.precision not in ("auto", "float32", "bf16"):
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
-        if self.distributed not in ("ddp", "fsdp"):
-            raise ConfigError(f"{where}.distributed must be ddp or fsdp, got {self.distributed!r}")
+        if self.distributed not in ("ddp", "fsdp", "hsdp"):
+            raise ConfigError(f"{where}.distributed must be ddp, fsdp or hsdp, got {self.distributed!r}")
+        if self.compile not in (True, False, "auto"):
+            raise ConfigError(f"{where}.compile must be true, false or auto, got {self.compile!r}")
+        if self.activation_checkpointing not in RECOMPUTE_MODES:
+            raise ConfigError(f"{where}.activation_checkpointing must be one of {RECOMPUTE_MODES}, "
+                              f"got {self.activation_checkpointing!r}")
         if self.micro_batch_size <= 0 or self.batch_sequences % self.micro_batch_size:
             raise ConfigError(
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide the "
