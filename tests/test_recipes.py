@@ -83,11 +83,11 @@ def test_official_recipe_resolves(official, run, tokens, steps, min_lr, warmup):
     assert recipe.z_loss == 0.0
     assert resolved["model"]["norm_eps"] == 1e-5
     record = resolved["recipe"]
+    assert recipe.fp8 is True and record["applied"]["train.fp8"] is True
     assert record["name"] == "official"
     # what the pipeline cannot run is carried as a waiver, with the official value and why
-    assert record["waived"]["precision"] == {"value": "bf16_with_fp8_current_scaling_mixed",
-                                             "reason": "not yet supported: issue 13"}
-    assert record["waived"]["tie_embeddings"]["value"] is True
+    assert record["waived"]["tie_embeddings"] == {
+        "value": True, "reason": "not yet supported: tied input/output embeddings (shapelm.model.config refuses tie_embeddings)"}
     assert resolved["model"]["tie_embeddings"] is False
 
 
@@ -105,20 +105,29 @@ def test_official_overlay_changes_only_the_table2_pairs(official, paper):
     assert official.run("hg906m_sweep_r0p6_l12")["train"] == paper.run("hg906m_sweep_r0p6_l12")["train"]
 
 
-def test_fp8_and_tied_embeddings_are_refused_without_a_waiver(paper_data):
+def test_what_the_pipeline_cannot_run_is_refused_without_a_waiver(paper_data):
     data = _only(paper_data, ["hg8b_hg"], recipe="official")
     with pytest.raises(ConfigError) as err:
         load_experiment(data)
     msg = str(err.value)
-    assert "runs.hg8b_hg" in msg and "not yet supported: issue 13" in msg
-    assert "precision = bf16_with_fp8_current_scaling_mixed" in msg
-    assert "llama32_hourglass_K4L22_ratio0.9.yaml:70" in msg
-    assert "tie_embeddings" in msg and "recipe_waive" in msg
+    assert "runs.hg8b_hg" in msg and "tie_embeddings = true" in msg
+    assert "not yet supported: tied input/output embeddings" in msg
+    # the hourglass run cites the hourglass file's line
+    assert "llama32_hourglass_K4L22_ratio0.9.yaml:25" in msg and "qk_norm_weight_decay" in msg
+    assert "recipe_waive: [tie_embeddings, rope_scaling, qk_norm_weight_decay]" in msg
+    assert "fp8" not in msg  # supported since issue 13: applied, not refused
+
+
+def test_fp8_is_in_the_configs_where_the_text_is_silent(paper):
+    fp8 = RC.fields("hourglass_8B")["fp8"]
+    assert fp8.status == "not in the text"
+    assert run_recipe(paper.run("hg8b_hg")).fp8 is fp8.paper.value is True
+    assert fp8.official.as_written == "bf16_with_fp8_current_scaling_mixed"
 
 
 def test_a_run_may_choose_its_own_recipe(paper_data):
     data = _only(paper_data, ["hg8b_conv", "hg8b_hg"], recipe="official",
-                 recipe_waive=["precision", "tie_embeddings", "rope_scaling", "qk_norm_weight_decay"])
+                 recipe_waive=["tie_embeddings", "rope_scaling", "qk_norm_weight_decay"])
     data["runs"]["hg8b_conv"]["recipe"] = "paper"
     exp = load_experiment(data)
     assert run_recipe(exp.run("hg8b_conv")).total_tokens == 160_000_000_000
@@ -127,7 +136,7 @@ def test_a_run_may_choose_its_own_recipe(paper_data):
 
 def test_the_runs_own_train_keys_still_win_over_the_recipe(paper_data):
     data = _only(paper_data, ["hg906m_hg"], recipe="official",
-                 recipe_waive=["precision", "tie_embeddings", "rope_scaling", "qk_norm_weight_decay"])
+                 recipe_waive=["tie_embeddings", "rope_scaling", "qk_norm_weight_decay"])
     data["runs"]["hg906m_hg"]["train"] = {"z_loss": 2e-5}
     assert run_recipe(load_experiment(data).run("hg906m_hg")).z_loss == 2e-5
 
@@ -142,8 +151,8 @@ def test_official_for_a_scale_without_released_config_is_an_error(paper_data):
 def test_unknown_recipe_and_waiver_are_errors(paper_data):
     with pytest.raises(ConfigError, match="recipe"):
         load_experiment(_only(paper_data, ["hg8b_hg"], recipe="released"))
-    with pytest.raises(ConfigError, match=r"recipe_waive: unknown field\(s\) \['fp8'\]"):
-        load_experiment(_only(paper_data, ["hg8b_hg"], recipe="official", recipe_waive=["fp8"]))
+    with pytest.raises(ConfigError, match=r"recipe_waive: unknown field\(s\) \['bf16'\]"):
+        load_experiment(_only(paper_data, ["hg8b_hg"], recipe="official", recipe_waive=["bf16"]))
 
 
 def test_lws_official_learning_rate_is_constant(paper_data):

@@ -9,10 +9,11 @@ recipe and the run's own `train:` (which still wins):
 
     train_defaults < scales.<s>.train < official recipe < runs.<r>.train
 
-An official value the pipeline cannot run yet (`supported: false`: FP8, tied embeddings, ...)
-is refused when the config loads, naming the field, its source and why, unless the experiment
-lists it in `recipe_waive`; the run then trains without it and its run config records the
-waiver under `recipe`. Where the choice changes a printed number, `derived_rows` computes both:
+An official value the pipeline cannot run yet (`supported: false`: tied embeddings, Llama-3
+RoPE scaling, QK-norm weight decay, ...) is refused when the config loads, naming the field, its
+source and why, unless the experiment lists it in `recipe_waive`; the run then trains without
+it and its run config records the waiver under `recipe`. FP8 (`train.fp8`, issue 13) is applied
+like any other key; the trainer refuses it off a CUDA SM89+ GPU. Where the choice changes a printed number, `derived_rows` computes both:
 Figure 4's fits and compute saving, 3B/8B GPU-hours against the papers' wall-clock claims, and
 parameter counts with untied vs tied embeddings.
 
@@ -52,12 +53,14 @@ class Side:
     supported: bool = True
     refusal: str = ""
     note: str = ""
+    stated: bool = True  # False: the text is silent; the value is the project's choice
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Side:
         return cls(value=d.get("value"), sources=tuple(d.get("source") or ()), derived=d.get("derived", ""),
                    printed=d.get("printed"), as_written=d.get("as_written"),
-                   supported=bool(d.get("supported", True)), refusal=d.get("refusal", ""), note=d.get("note", ""))
+                   supported=bool(d.get("supported", True)), refusal=d.get("refusal", ""), note=d.get("note", ""),
+                   stated=bool(d.get("stated", True)))
 
     @property
     def text(self) -> str:
@@ -78,8 +81,11 @@ class Field:
 
     @property
     def status(self) -> str:
-        """`same`, `agrees at printed precision` (differs below the paper's rounding) or `differs`."""
+        """`same`, `agrees at printed precision` (differs below the paper's rounding), `differs`, or
+        `not in the text` (the paper is silent and the configs follow a choice of their own)."""
         a, b = self.paper.value, self.official.value
+        if not self.paper.stated:
+            return "not in the text"
         if a == b:
             return "same"
         numeric = isinstance(b, (int, float)) and not isinstance(b, bool)
@@ -317,7 +323,7 @@ def field_rows(include_same: bool = False) -> list[dict[str, str]]:
             if status == "same" and not include_same:
                 continue
             off = f.official
-            note = "; ".join(x for x in (off.refusal if not off.supported else "", off.note) if x)
+            note = "; ".join(x for x in (off.refusal if not off.supported else "", off.note, f.paper.note) if x)
             rows.append({"section": "field", "group": group, "field": f.name, "config_key": f.config or "",
                          "status": status, "paper": f.paper.text,
                          "paper_source": "; ".join(expand_source(s) for s in f.paper.sources),
