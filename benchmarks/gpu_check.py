@@ -91,6 +91,9 @@ def train_row(cfg, scale: str, name: str, *, compile_: bool, fp8: bool, recomput
     env = DistEnv(device=device)
     model = optimizer = None
     try:
+        # each row's model compiles afresh: the recompile limit counts one model's shapes, and
+        # rows of other shapes and recompute modes in this process must not use it up
+        torch._dynamo.reset()
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
