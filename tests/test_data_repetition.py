@@ -53,8 +53,8 @@ def test_training_batches_mask_repetitive_instances():
     rows = [rng.integers(0, 1000, 128), np.tile([5, 6], 64), rng.integers(0, 1000, 128), rng.integers(0, 1000, 128)]
     stream = np.concatenate(rows).astype(np.uint32)
 
-    class Store:
-        def read(self, start, length):
+    class Store:  # the loop reads through TokenStore.read_checked (ids checked per batch)
+        def read_checked(self, start, length):
             return stream[start:start + length]
 
     recipe = TrainRecipe(batch_tokens=512, seq_len=128, total_tokens=512, micro_batch_size=4, lr=1e-3)
