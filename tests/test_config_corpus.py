@@ -433,7 +433,6 @@ SNAKEMAKE_CASES = {
     "injection-in-corpus-vocab": (edit("data.default_corpus.vocab_size", "2048 --help; touch X; exit 1 #"),
                                   "data.default_corpus.vocab_size"),
     "valset-escapes-output-tree": (edit("data.validation_sets", ["../../../../../../victim"]), "data.validation_sets"),
-    "qk_norm-string": (edit("model_defaults.qk_norm", "no"), "model_defaults.qk_norm"),
 }
 
 
