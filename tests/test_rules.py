@@ -133,7 +133,8 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     results-only change plans no training and no new run config; the train command is unchanged."""
     before = _config(tmp_path, "before.yaml")
     after = _config(tmp_path, "after.yaml",
-                    eval={"batch_size": 4, "heldout_examples": 50, "ppl_max_instances": 8},
+                    eval={"tasks": ["heldout", "piqa"], "batch_size": 4, "heldout_examples": 50,
+                          "ppl_max_instances": 8},
                     longctx={"ruler_samples": 2}, decode={"lengths": [1024]})
     # The default corpus' outputs stand in (training is not run); the run config job runs for real.
     corpus = tmp_path / "work" / "default" / "data" / "corpus"
