@@ -93,7 +93,7 @@ class TextTokenizer:
         self.eos_id = int(eos)
 
     @classmethod
-    def load(cls, spec: str | os.PathLike) -> "TextTokenizer":
+    def load(cls, spec: str | os.PathLike) -> TextTokenizer:
         p = Path(spec)
         if p.is_dir() and (p / "tokenizer_config.json").is_file():
             from transformers import AutoTokenizer
@@ -103,7 +103,11 @@ class TextTokenizer:
             except Exception as err:  # transformers raises many kinds
                 raise EvalError(f"tokenizer {p}: cannot load with transformers ({err})") from err
         try:
-            from shapelm.data.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_eos_id
+            from shapelm.data.tokenizer import (
+                load_tokenizer,
+                resolve_tokenizer_file,
+                tokenizer_eos_id,
+            )
 
             fast = load_tokenizer(spec)
             # The repo's own EOS (tokenizer_config.json), e.g. Llama's </s>, not only <|endoftext|>.

@@ -64,7 +64,10 @@ def build_parallel(cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv, full_sta
         if full_state is None:
             init_parameters(model, recipe.seed)
         else:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                set_model_state_dict,
+            )
 
             set_model_state_dict(
                 model, full_state,
@@ -173,7 +176,10 @@ def _param_names(model: nn.Module, optimizer) -> list[str]:
 def full_model_state(model: nn.Module, recipe: TrainRecipe, env: DistEnv) -> dict:
     """Full float32 CPU state dict on rank 0 ({} on other ranks under FSDP)."""
     if is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
 
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return get_model_state_dict(model, options=opts)
@@ -186,7 +192,10 @@ def full_optimizer_state(model: nn.Module, optimizer, recipe: TrainRecipe, env: 
     """The optimizer state keyed by parameter name: `torch.distributed.checkpoint`'s full
     optimizer state dict format, so DDP, FSDP and single-process checkpoints interchange."""
     if is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
 
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return get_optimizer_state_dict(model, optimizer, options=opts)
@@ -204,7 +213,10 @@ def full_optimizer_state(model: nn.Module, optimizer, recipe: TrainRecipe, env: 
 
 def load_optimizer_state(model: nn.Module, optimizer, osd: dict, recipe: TrainRecipe, env: DistEnv) -> None:
     if is_fsdp(recipe, env):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
 
         opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
         set_optimizer_state_dict(model, optimizer, osd, options=opts)
