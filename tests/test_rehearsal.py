@@ -48,6 +48,20 @@ def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
     assert train_plan(paper, "hg8b_hg").segments > 2
 
 
+def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
+    """The released-code recipe ranks above a scale's settings; the rehearsal's sizes still win."""
+    from shapelm.config import load_experiment, merge, resolve_run
+    from shapelm.rehearsal import rehearsal_config, write_inputs
+
+    write_inputs(tmp_path / "inputs")
+    raw = merge(yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text()),
+                yaml.safe_load((ROOT / "configs" / "overlays" / "paper-official.yaml").read_text()))
+    small = load_experiment(rehearsal_config({**raw, "rehearsal": {"inputs": str(tmp_path / "inputs")}}))
+    run = resolve_run(small.raw, "hg8b_hg")
+    assert run["recipe"]["name"] == "official"
+    assert run["train"]["total_tokens"] < 10**6 and run["train"]["seq_len"] <= 64 and not run["train"]["fp8"]
+
+
 def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
     """What a dry run cannot show: each run's model builds and its first update is finite."""
     import numpy as np

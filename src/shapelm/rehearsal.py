@@ -139,6 +139,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     # gloo ranks on two cores takes a minute.
     out["train_defaults"] = {**paper.get("train_defaults", {}), "checkpoint_every": 1000,
                              "log_every": 1, "precision": "auto"}
+    shrunk_train: dict[str, dict[str, int]] = {}
     for scale_name, scale in out["scales"].items():
         if "n_heads" in scale:
             scale["n_heads"] = max(1, int(scale["n_heads"]) // HEAD_DIVISOR)
@@ -153,6 +154,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         train.update(seq_len=seq, batch_tokens=batch_seqs * seq, total_tokens=steps * batch_seqs * seq,
                      warmup_tokens=batch_seqs * seq)
         train.pop("fp8", None)  # float8 needs a CUDA GPU (SM89+); the rehearsal runs on CPU
+        shrunk_train[scale_name] = {k: train[k] for k in ("seq_len", "batch_tokens", "total_tokens", "warmup_tokens")}
         res["segments"] = min(MAX_SEGMENTS, segments.get(scale_name, 1))
         res["runtime_min"] = 20
         res.pop("mem_mb", None)
@@ -169,6 +171,9 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
             small["vocab_size"] = vocab
         run["arch"] = small
         run["eval"] = {**run.get("eval", {}), "tasks": ["heldout"]}
+        if run.get("recipe", out.get("recipe", "paper")) != "paper":
+            # a released-code recipe ranks above the scale's settings: the CPU sizes go on the run
+            run["train"] = {**run.get("train", {}), **shrunk_train[run["scale"]], "fp8": False}
     if "vocab_size" in out.get("model_defaults", {}):
         tok = data.get("tokenizer")
         vocab = _tokenizer_vocab(inputs, tok) if tok else None

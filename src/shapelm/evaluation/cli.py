@@ -45,7 +45,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--max-instances", type=int, default=None, help="per set (default: all)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="auto: bfloat16 on CUDA, float32 on CPU")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True, help="results JSON (written atomically)")
     p.set_defaults(func=_ppl)
@@ -63,7 +64,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="auto: bfloat16 on CUDA, float32 on CPU")
     p.add_argument("--bootstrap-iters", type=int, default=1000,
                    help="lm-eval's bootstrap for perplexity standard errors (accuracies: analytic); "
                         "0 = no standard errors")

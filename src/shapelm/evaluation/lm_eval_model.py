@@ -50,7 +50,7 @@ class ShapelmLM(TemplateLM):
         pretrained=None,
         tokenizer=None,
         device: str | None = None,
-        dtype: str | torch.dtype | None = "float32",
+        dtype: str | torch.dtype | None = "auto",
         batch_size: int | str = 8,
         max_batch_size: int | None = None,
         max_length: int | None = None,

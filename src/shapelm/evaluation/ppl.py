@@ -134,12 +134,13 @@ def run_ppl(args) -> int:
     from shapelm.evaluation.loading import resolve_device, resolve_dtype
 
     device = resolve_device(args.device)
-    model = load_model(args.model, device=device, dtype=resolve_dtype(args.dtype))
+    dtype = resolve_dtype(args.dtype, device)
+    model = load_model(args.model, device=device, dtype=dtype)
     result = evaluate_perplexity(
         model, args.data, seq_len=args.seq_len, batch_size=args.batch_size,
         max_instances=args.max_instances, device=device, progress=not args.no_progress,
     )
-    result = {"model": str(args.model), "dtype": args.dtype, **result}
+    result = {"model": str(args.model), "dtype": str(dtype).removeprefix("torch."), **result}
     atomic_write_json(args.out, result)
     agg = result["aggregate"]
     print(f"val_loss {agg['val_loss']:.4f}  val_ppl {agg['val_ppl']:.3f}  "

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from shapelm.train.tracking import open_tracker
+
 # Dense bf16 peak FLOP/s per device (no sparsity), by substring of torch.cuda.get_device_name.
 # Ordered: the first matching key wins (so "H100 PCIe" precedes "H100").
 PEAK_BF16_FLOPS: list[tuple[str, float]] = [
@@ -94,6 +96,7 @@ class MetricsLog:
     def __init__(self, path: Path, resume_step: int, enabled: bool) -> None:
         self.path = Path(path)
         self.enabled = enabled
+        self.tracker = None
         if not enabled:
             return
         kept = []
@@ -109,12 +112,18 @@ class MetricsLog:
         tmp.write_text("".join(line + "\n" for line in kept))
         os.replace(tmp, self.path)
         self._f = open(self.path, "a")
+        # the same records to TensorBoard / wandb when SHAPELM_TRACKING asks for one (off by default)
+        self.tracker = open_tracker(self.path.parent)
 
     def write(self, record: dict[str, Any]) -> None:
         if self.enabled:
             self._f.write(json.dumps(record, sort_keys=False) + "\n")
             self._f.flush()
+            if self.tracker is not None:
+                self.tracker.log(record)
 
     def close(self) -> None:
         if self.enabled and not self._f.closed:
             self._f.close()
+            if self.tracker is not None:
+                self.tracker.close()
