@@ -18,6 +18,8 @@ SHAPES = {
     "gqa": tiny_arch(n_heads=4, n_kv_heads=2),
     "no_attention": tiny_arch(attention=False),
     "reordered_no_qknorm": tiny_arch(norm_placement="reordered", qk_norm=False),
+    "gated_attention": tiny_arch(n_heads=4, n_kv_heads=2, mixer="gated_attention"),
+    "gated_attention_headwise": tiny_arch(mixer="gated_attention", gate="headwise"),
     "explicit": {"kind": "explicit", "d_model": 32, "vocab_size": 97,
                  "layers": [{"n_heads": 4, "head_dim": 8, "ffn": [64]},
                             {"attention": False, "ffn": [16, 16, 16]},

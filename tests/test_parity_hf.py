@@ -132,6 +132,14 @@ REMOTE_CASES = {
         {"attention": None, "ffn_widths": [32]},
         {"attention": {"n_heads": 2, "n_kv_heads": 1, "head_dim": 6}, "ffn_widths": []},
     ],
+    # gated attention (the gate travels in config.json's layers and as gate_proj weights)
+    "gated": [
+        {"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [64],
+         "mixer": "gated_attention"},
+        {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [32],
+         "mixer": "gated_attention", "gate": "headwise"},
+        {"attention": None, "ffn_widths": [32]},
+    ],
 }
 
 
@@ -144,6 +152,23 @@ def test_export_remote_code_matches(tmp_path, case, placement):
     conf = json.loads((tmp_path / f"{case}_hf" / "config.json").read_text())
     assert conf["auto_map"]["AutoModelForCausalLM"] == "modeling_shapelm.ShapelmForCausalLM"
     assert (tmp_path / f"{case}_hf" / "modeling_shapelm.py").is_file()
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_gated_model_exports_with_remote_code_and_stock_refuses_it(tmp_path):
+    layer = {"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [64],
+             "mixer": "gated_attention"}
+    for kw, arch in (CASES["olmo2"][0], "Olmo2ForCausalLM"), (CASES["llama"][0], "LlamaForCausalLM"):
+        gated = cfg(layers=[layer] * 2, **kw)
+        assert choose_architecture(gated) == "ShapelmForCausalLM"
+        with pytest.raises(EvalError, match="gated_attention: export it with trust_remote_code"):
+            stock_config(gated, arch)
+    model = randomized(cfg(layers=[layer] * 2, qk_norm=False, norm_placement="pre"))
+    info, hf = _export_and_load(tmp_path, model, "gated_llama_like")
+    assert info["architecture"] == "ShapelmForCausalLM"
+    assert hf.model.layers[0].attn.gate_proj.weight.shape == (32, 32)
     x = ids()
     with torch.no_grad():
         torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)

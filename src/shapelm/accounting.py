@@ -10,6 +10,9 @@ formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
   forward, per RMSNorm over d_model: 7*d (pre-attention, each sub-MLP, final)
   forward LM head: 2*d*V (embedding lookups are free)
   backward: 2x forward, except the three score terms, which take 2.5x.
+  gated attention (Qiu et al. 2025) adds, per layer, the gate projection 2*d*g and the sigmoid
+    and product 5*q (g = q elementwise, H headwise; sigmoid counted as 4 FLOPs per gate value,
+    like the SiLU in the sub-MLP term); it caches nothing, so KV bytes are unchanged.
 
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
 """
@@ -18,13 +21,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from shapelm.model.config import ModelConfig
+from shapelm.model.config import LayerShape, ModelConfig
 
 
 @dataclass(frozen=True)
 class ParamCounts:
     embedding: int  # input embedding + LM head (two matrices; one when tied)
-    attention: int  # Q, K, V, O matrices
+    attention: int  # Q, K, V, O matrices (and the output gate's, for gated attention)
     ffn: int  # all sub-MLP matrices
     norm: int  # every RMSNorm weight: pre-attention, QK-norms, one per sub-MLP, final
 
@@ -49,7 +52,7 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
     for layer in cfg.layers:
         attn = layer.attention
         if attn is not None:
-            attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d
+            attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d + d * gate_width(layer)
             norm += d + ((attn.d_attn + attn.kv_width) if cfg.qk_norm else 0)
         for width in layer.ffn_widths:
             ffn += 3 * d * width
@@ -57,6 +60,13 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
     norm += d  # final norm
     matrices = 1 if tied else 2
     return ParamCounts(embedding=matrices * cfg.vocab_size * d, attention=attention, ffn=ffn, norm=norm)
+
+
+def gate_width(layer: LayerShape) -> int:
+    """Outputs of a gated-attention layer's gate projection (0 for other mixers)."""
+    if not layer.gated:
+        return 0
+    return layer.attention.d_attn if layer.gate == "elementwise" else layer.attention.n_heads
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,8 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
         if attn is not None:
             q, kv = attn.d_attn, attn.kv_width
             dense += 2 * d * (q + 2 * kv) + 3.5 * (q + kv) + 2 * d * q
+            if layer.gated:
+                dense += 2 * d * gate_width(layer) + 5 * q
             scores += 1.0 * seq_len * q + 3 * seq_len * attn.n_heads + 2.0 * seq_len * q
             dense += 7 * d  # pre-attention norm
         for width in layer.ffn_widths:
@@ -108,7 +120,7 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     for layer in cfg.layers:
         if layer.attention is not None:
             a = layer.attention.d_attn
-            total += 8 * d * a + 2 * seq_len * a
+            total += 8 * d * a + 2 * seq_len * a + 2 * d * gate_width(layer)
         total += sum(6 * d * w for w in layer.ffn_widths)
     return total
 

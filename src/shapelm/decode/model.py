@@ -68,6 +68,9 @@ def build_decode_model(
     """
     cfg = mixer_config(cfg, mixer, n_kv_heads)
     if mixer == "mla":
+        if any(layer.gated for layer in cfg.layers):
+            raise ShapelmError("mixer 'mla' replaces each attention module and would drop its output gate: "
+                               "the config has gated_attention layers")
         mla = mla or MLASpec()
     model = build_model(cfg, "meta")
     with torch.device("meta"), _skip_init():

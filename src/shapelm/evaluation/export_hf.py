@@ -10,8 +10,8 @@ with RoPE/YaRN as transformers' ``rope_parameters`` (rope_type "yarn"); transfor
 read that key (a stock export would silently get rope_theta 10000), hence the bound in
 pyproject.toml and the check in ``export_hf``; ``rope_theta`` is also written at the top level
 for tools that read only that (converters, servers). Every other shape
-(hourglass K>1, per-layer widths, attention-free layers, pre-norm + qk_norm, reordered without
-qk_norm) exports with trust_remote_code: `modeling_shapelm.py` + `configuration_shapelm.py`
+(hourglass K>1, per-layer widths, attention-free layers, gated attention, pre-norm + qk_norm,
+reordered without qk_norm) exports with trust_remote_code: `modeling_shapelm.py` + `configuration_shapelm.py`
 copied from `shapelm/hf_remote/` and ``auto_map`` in config.json.
 """
 
@@ -36,7 +36,7 @@ REMOTE_FILES = ("configuration_shapelm.py", "modeling_shapelm.py")
 def is_conventional(cfg: ModelConfig) -> bool:
     first = cfg.layers[0]
     return (
-        first.attention is not None
+        first.mixer == "attention"  # stock Llama/OLMo-2 attention has no output gate
         and len(first.ffn_widths) == 1
         and all(layer == first for layer in cfg.layers)
     )
@@ -68,6 +68,10 @@ def _rope_parameters(cfg: ModelConfig) -> dict:
 
 def stock_config(cfg: ModelConfig, arch: str, eos_id: int | None = None):
     """A transformers LlamaConfig / Olmo2Config for a conventional shapelm config."""
+    mixers = sorted({layer.mixer for layer in cfg.layers} - {"attention"})
+    if mixers:
+        raise EvalError(f"export: {arch} has plain softmax attention only; this model has mixer(s) "
+                        f"{', '.join(mixers)}: export it with trust_remote_code (ShapelmForCausalLM)")
     layer = cfg.layers[0]
     attn = layer.attention
     common = dict(

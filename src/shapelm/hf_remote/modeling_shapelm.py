@@ -67,7 +67,7 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, shape):
+    def __init__(self, config, shape, gate=None):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = shape["n_heads"], shape["n_kv_heads"], shape["head_dim"]
         d, d_attn, kv = config.hidden_size, self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
@@ -77,6 +77,10 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(d_attn, d, bias=False)
         self.q_norm = RMSNorm(d_attn, config.rms_norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(kv, config.rms_norm_eps) if config.qk_norm else None
+        # gated attention (Qiu et al. 2025, G1): sigmoid(x W_gate) scales the SDPA output
+        self.gate_proj = None
+        if gate is not None:
+            self.gate_proj = nn.Linear(d, d_attn if gate == "elementwise" else self.n_heads, bias=False)
 
     def forward(self, x, cos, sin, mask):
         b, s, _ = x.shape
@@ -94,7 +98,10 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.o_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))
+        out = out.transpose(1, 2)
+        if self.gate_proj is not None:
+            out = out * torch.sigmoid(self.gate_proj(x)).view(b, s, self.n_heads, -1)
+        return self.o_proj(out.reshape(b, s, self.n_heads * self.head_dim))
 
 
 class SwiGLU(nn.Module):
@@ -114,7 +121,11 @@ class Block(nn.Module):
         attn = layer.get("attention")
         d, eps = config.hidden_size, config.rms_norm_eps
         self.reordered = config.norm_placement == "reordered"
-        self.attn = Attention(config, attn) if attn else None
+        mixer = layer.get("mixer", "attention" if attn else "none")
+        if mixer not in ("attention", "gated_attention", "none"):
+            raise ValueError(f"this remote code does not implement mixer {mixer!r}")
+        gate = layer.get("gate", "elementwise") if mixer == "gated_attention" else None
+        self.attn = Attention(config, attn, gate) if attn else None
         self.attn_norm = RMSNorm(d, eps) if attn else None
         self.mlps = nn.ModuleList(SwiGLU(d, w) for w in layer.get("ffn_widths", []))
         self.mlp_norms = nn.ModuleList(RMSNorm(d, eps) for _ in layer.get("ffn_widths", []))

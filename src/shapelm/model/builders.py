@@ -6,16 +6,18 @@
 
 Each kind is a function registered with the keys it accepts; an unknown key, a missing key or an
 impossible shape is a `ConfigError` naming the key (prefixed by where the spec came from).
-Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
+Every kind also takes `mixer` (attention | gated_attention) and `gate` (elementwise | headwise)
+for its attention layers. Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
 `shapelm.model.schedules` (tapered, blocks, lws).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from shapelm.errors import ConfigError
-from shapelm.model.config import NORM_PLACEMENTS, AttentionShape, LayerShape, ModelConfig
+from shapelm.model.config import GATES, NORM_PLACEMENTS, AttentionShape, LayerShape, ModelConfig
 
 # Keys every kind accepts: global model settings.
 COMMON_KEYS: dict[str, Any] = {
@@ -29,6 +31,8 @@ COMMON_KEYS: dict[str, Any] = {
     "init_std": 0.02,
 }
 ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
+# Keys every kind accepts that set each attention layer's token mixer (LayerShape.mixer/gate).
+MIXER_KEYS = ("mixer", "gate")
 
 Builder = Callable[["Spec"], list[LayerShape]]
 _BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
@@ -102,13 +106,13 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
     if kind not in _BUILDERS:
         raise ConfigError(f"{spec.name('kind')}: unknown kind {kind!r}; known: {sorted(_BUILDERS)}")
     builder, keys = _BUILDERS[kind]
-    allowed = {"kind", *COMMON_KEYS, *keys}
+    allowed = {"kind", *COMMON_KEYS, *MIXER_KEYS, *keys}
     unknown = sorted(set(arch) - allowed)
     if unknown:
         raise ConfigError(
             f"{where}: unknown key(s) {unknown} for kind {kind!r}; allowed: {sorted(allowed)}"
         )
-    layers = builder(spec)
+    layers = _with_mixer(builder(spec), spec)
     settings = {key: arch.get(key, default) for key, default in COMMON_KEYS.items()}
     if settings["norm_placement"] not in NORM_PLACEMENTS:
         raise ConfigError(
@@ -119,6 +123,17 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
         return ModelConfig(d_model=spec.int("d_model"), layers=layers, **settings)
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
+
+
+def _with_mixer(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
+    """Every attention layer gets the spec's `mixer` (attention | gated_attention) and `gate`."""
+    if not spec.has("mixer") and not spec.has("gate"):
+        return layers
+    mixer = spec.choice("mixer", ("attention", "gated_attention"), "attention")
+    gate = spec.choice("gate", GATES, "elementwise") if mixer == "gated_attention" else None
+    if spec.has("gate") and gate is None:
+        raise ConfigError(f"{spec.name('gate')} applies only to mixer: gated_attention")
+    return [dataclasses.replace(layer, mixer=mixer, gate=gate) if layer.attention else layer for layer in layers]
 
 
 def attention_shape(spec: Spec, d_model: int | None = None) -> AttentionShape | None:

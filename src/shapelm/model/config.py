@@ -18,6 +18,11 @@ from shapelm.errors import ConfigError
 NORM_PLACEMENTS = ("pre", "reordered")
 #: What a block recomputes in backward instead of keeping for it (shapelm.model.transformer).
 RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
+#: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
+#: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
+MIXERS = ("attention", "gated_attention", "none")
+#: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
+GATES = ("elementwise", "headwise")
 
 
 @dataclass(frozen=True)
@@ -43,13 +48,39 @@ class AttentionShape:
 
 @dataclass(frozen=True)
 class LayerShape:
-    """One decoder layer: optional attention, then residual SwiGLU sub-MLPs of the given widths.
+    """One decoder layer: a token mixer, then residual SwiGLU sub-MLPs of the given widths.
 
     `ffn_widths == (d_h,)` is the conventional FFN; `(d_h,) * K` is the hourglass FFN.
+    `mixer` defaults to "attention" when the layer has an attention shape and "none" when it
+    has not; `gate` (gated attention only) defaults to "elementwise". Defaults are left out of
+    `ModelConfig.to_dict`, so configs written before mixers existed keep their fingerprints.
     """
 
     attention: AttentionShape | None
     ffn_widths: tuple[int, ...]
+    mixer: str | None = None
+    gate: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mixer is None:
+            object.__setattr__(self, "mixer", "none" if self.attention is None else "attention")
+        if self.gate is None and self.mixer == "gated_attention":
+            object.__setattr__(self, "gate", "elementwise")
+
+    @property
+    def gated(self) -> bool:
+        return self.mixer == "gated_attention"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "attention": dataclasses.asdict(self.attention) if self.attention else None,
+            "ffn_widths": list(self.ffn_widths),
+        }
+        if self.mixer != ("none" if self.attention is None else "attention"):
+            out["mixer"] = self.mixer
+        if self.gated:
+            out["gate"] = self.gate
+        return out
 
 
 @dataclass
@@ -91,6 +122,7 @@ class ModelConfig:
             raise ConfigError("tie_embeddings: the papers' models use untied embeddings")
         for i, layer in enumerate(self.layers):
             attn = layer.attention
+            _validate_mixer(i, layer)
             if attn is not None:
                 for key in ("n_heads", "n_kv_heads", "head_dim"):
                     if getattr(attn, key) <= 0:
@@ -125,7 +157,9 @@ class ModelConfig:
         return values.pop() if len(values) == 1 else None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["layers"] = [layer.to_dict() for layer in self.layers]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
@@ -138,6 +172,21 @@ class ModelConfig:
     def fingerprint(self) -> str:
         blob = json.dumps(self.to_dict(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _validate_mixer(i: int, layer: LayerShape) -> None:
+    if layer.mixer not in MIXERS:
+        raise ConfigError(f"layers[{i}].mixer must be one of {MIXERS}, got {layer.mixer!r}")
+    if (layer.mixer == "none") != (layer.attention is None):
+        raise ConfigError(
+            f"layers[{i}]: mixer {layer.mixer!r} "
+            + ("needs an attention shape" if layer.attention is None else "takes no attention shape")
+        )
+    if layer.gated:
+        if layer.gate not in GATES:
+            raise ConfigError(f"layers[{i}].gate must be one of {GATES}, got {layer.gate!r}")
+    elif layer.gate is not None:
+        raise ConfigError(f"layers[{i}].gate applies only to mixer 'gated_attention', not {layer.mixer!r}")
 
 
 def _layer_attr(layer: LayerShape, attr: str) -> Any:
@@ -159,7 +208,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         return layer
     if not isinstance(layer, dict):
         raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
-    unknown = sorted(set(layer) - {"attention", "ffn_widths"})
+    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate"})
     if unknown:
         raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
     attn = layer.get("attention")
@@ -168,4 +217,9 @@ def _coerce_layer(layer: Any) -> LayerShape:
         if bad:
             raise ConfigError(f"unknown attention key(s): {', '.join(bad)}")
         attn = AttentionShape(**attn)
-    return LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in layer.get("ffn_widths", ())))
+    return LayerShape(
+        attention=attn,
+        ffn_widths=tuple(int(w) for w in layer.get("ffn_widths", ())),
+        mixer=layer.get("mixer"),
+        gate=layer.get("gate"),
+    )

@@ -2,7 +2,7 @@
 
     x = embed(tokens)
     for each layer:
-        x = x + Attn(Norm(x))                      (skipped when the layer has no attention)
+        x = x + Attn(Norm(x))                      (skipped when the layer's mixer is "none")
         for each sub-MLP width w in the layer:     ([d_h] conventional, [d_h]*K hourglass)
             x = x + W_up(SiLU(W_gate Norm(x)) * W_in Norm(x))
     logits = lm_head(Norm(x))
@@ -13,7 +13,9 @@ only each block's input and recomputes the block in backward; "ffn" recomputes e
 (its norm included); "selective" recomputes only the cheap elementwise work (the fp32 norms,
 SiLU(gate) * in), never a matmul.
 Attention projects d_model -> d_attn = n_heads * head_dim and back, so d_attn may differ from
-d_model (hourglass attention). No biases; untied embeddings; optional QK-norm over the full
+d_model (hourglass attention). Gated attention (mixer "gated_attention", Qiu et al. 2025,
+position G1) multiplies the SDPA output by sigmoid(W_gate Norm(x)) before the output projection,
+one gate per channel ("elementwise") or per head ("headwise"). No biases; untied embeddings; optional QK-norm over the full
 q and k widths; init N(0, 0.02) truncated at 3 sigma.
 """
 
@@ -28,7 +30,7 @@ from torch import nn
 from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
 
-from shapelm.model.config import RECOMPUTE_MODES, AttentionShape, ModelConfig
+from shapelm.model.config import RECOMPUTE_MODES, LayerShape, ModelConfig
 from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
 
 
@@ -73,8 +75,9 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, shape: AttentionShape, layer_idx: int) -> None:
+    def __init__(self, cfg: ModelConfig, layer: LayerShape, layer_idx: int) -> None:
         super().__init__()
+        shape = layer.attention
         self.shape = shape
         self.layer_idx = layer_idx
         d = cfg.d_model
@@ -82,6 +85,9 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, shape.kv_width, bias=False)
         self.v_proj = nn.Linear(d, shape.kv_width, bias=False)
         self.o_proj = nn.Linear(shape.d_attn, d, bias=False)
+        self.gate_proj = None
+        if layer.gated:  # per token from the attention input, so a KV cache needs nothing more
+            self.gate_proj = nn.Linear(d, shape.d_attn if layer.gate == "elementwise" else shape.n_heads, bias=False)
         self.q_norm = RMSNorm(shape.d_attn, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(shape.kv_width, cfg.norm_eps) if cfg.qk_norm else None
 
@@ -114,7 +120,10 @@ class Attention(nn.Module):
                 key_mask = getattr(kv_cache, "key_mask", None)
                 mask = None if key_mask is None else key_mask[:, None, None, : past + seq]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=s.group_size > 1)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, s.d_attn))
+        out = out.transpose(1, 2)  # [batch, seq, heads, head_dim]
+        if self.gate_proj is not None:  # elementwise: [.., heads, head_dim]; headwise: [.., heads, 1]
+            out = out * torch.sigmoid(self.gate_proj(x)).view(batch, seq, s.n_heads, -1)
+        return self.o_proj(out.reshape(batch, seq, s.d_attn))
 
 
 class SwiGLU(nn.Module):
@@ -142,7 +151,7 @@ class Block(nn.Module):
         super().__init__()
         shape = cfg.layers[layer_idx]
         self.reordered = cfg.norm_placement == "reordered"
-        self.attn = Attention(cfg, shape.attention, layer_idx) if shape.attention else None
+        self.attn = Attention(cfg, shape, layer_idx) if shape.attention else None
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
         self.mlps = nn.ModuleList(SwiGLU(cfg.d_model, w) for w in shape.ffn_widths)
         self.mlp_norms = nn.ModuleList(RMSNorm(cfg.d_model, cfg.norm_eps) for _ in shape.ffn_widths)
