@@ -80,6 +80,7 @@ class TrainRecipe:
     activation_checkpointing: str = "none"  # none | selective | ffn | full (shapelm.model.transformer)
     fp8: bool = False  # torchao float8 training of the blocks' Linear layers (CUDA, SM89+)
     checkpoint_every: int = 1000  # optimizer steps
+    checkpoint_format: str = "auto"  # auto (sharded under fsdp/hsdp, else full) | full | sharded
     keep_last: int = 2
     log_every: int = 10
     loss_chunk_tokens: int = 0  # 0: plain loss; >0: vocabulary loss in token chunks
@@ -116,6 +117,9 @@ class TrainRecipe:
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
         if self.distributed not in ("ddp", "fsdp", "hsdp"):
             raise ConfigError(f"{where}.distributed must be ddp, fsdp or hsdp, got {self.distributed!r}")
+        if self.checkpoint_format not in ("auto", "full", "sharded"):
+            raise ConfigError(f"{where}.checkpoint_format must be auto, full or sharded, "
+                              f"got {self.checkpoint_format!r}")
         if self.compile not in (True, False, "auto"):
             raise ConfigError(f"{where}.compile must be true, false or auto, got {self.compile!r}")
         if self.activation_checkpointing not in RECOMPUTE_MODES:

@@ -12,6 +12,13 @@ Layout of one checkpoint (every `.pt` file loads with `torch.load(..., weights_o
     meta.json           human-readable summary, and the byte size and sha256 of every
                         file above; written last
 
+Sharded checkpoints (`train.checkpoint_format: sharded`, the default under FSDP/HSDP) hold
+`dcp/` instead of model.pt and optimizer.pt: the model and optimizer state written by
+`torch.distributed.checkpoint`, every rank its own shards (`dcp/__RANK_N.distcp`) and rank 0
+the index (`dcp/.metadata`). meta.json records `"checkpoint_format": "sharded"` and the size
+and sha256 of every shard too (each rank hashes its own files). DCP reshards on load: a
+checkpoint written by N ranks resumes on M, and `load_model_state` reads it in one process.
+
 A checkpoint is written into `checkpoints/.tmp-step-XXXXXXXX/`, every file is fsynced, then
 the directory is renamed to `step-XXXXXXXX` (atomic on POSIX file systems) and the parent is
 fsynced. So a `step-*` directory is always complete; a leftover `.tmp-*` directory (a writer
@@ -33,6 +40,7 @@ import random
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +54,8 @@ log = logging.getLogger(__name__)
 FORMAT = "shapelm-train-ckpt-v1"
 STEP_RE = re.compile(r"^step-(\d{8})$")
 MAIN_FILES = ("model.pt", "optimizer.pt", "trainer.pt")
+DCP_DIR = "dcp"
+SHARDED_FILES = ("trainer.pt", f"{DCP_DIR}/.metadata")
 
 
 def step_dir_name(step: int) -> str:
@@ -165,7 +175,8 @@ def problem(path: Path, verify: bool = True) -> str | None:
     try:
         meta = json.loads((path / "meta.json").read_text())
         files, digests = meta["files"], meta.get("sha256") or {}
-        missing = [name for name in MAIN_FILES if name not in files]
+        required = SHARDED_FILES if meta.get("checkpoint_format") == "sharded" else MAIN_FILES
+        missing = [name for name in required if name not in files]
         if missing:
             return f"meta.json lists no {', '.join(missing)}"
         for name, size in files.items():
@@ -242,7 +253,7 @@ def finish_save(tmp: Path, step: int, meta: dict[str, Any],
     """Rank 0, after every rank has written its files into `tmp`: seal and rename.
     `digests`: sha256 of files already known (computed while writing); the others (the small
     per-rank RNG files) are hashed here."""
-    names = [p.name for p in sorted(tmp.iterdir()) if p.is_file()]
+    names = [p.relative_to(tmp).as_posix() for p in sorted(tmp.rglob("*")) if p.is_file()]
     files = {name: (tmp / name).stat().st_size for name in names}
     sha = {name: (digests or {}).get(name) or sha256_file(tmp / name) for name in names}
     meta = {"format": FORMAT, "step": step, "time": time.time(), **meta, "files": files,
@@ -261,3 +272,66 @@ def finish_save(tmp: Path, step: int, meta: dict[str, Any],
     os.replace(tmp, final)
     fsync_path(tmp.parent)
     return final
+
+
+# -- sharded (torch.distributed.checkpoint) -----------------------------------------------------
+def is_sharded(path: Path) -> bool:
+    return (Path(path) / DCP_DIR).is_dir()
+
+
+def _sharded_state(model, optimizer) -> dict[str, Any]:
+    """This rank's shards of the model and optimizer state, keyed by parameter name (DTensors
+    under FSDP; plain tensors elsewhere, so one process reads and writes the same format)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    msd, osd = get_state_dict(model, optimizer)
+    return {"model": msd, "optimizer": osd}
+
+
+def save_sharded(model, optimizer, tmp: Path, rank: int) -> dict[str, str]:
+    """Every rank (a collective): write its shards into `tmp/dcp/`; returns the sha256 of the
+    files this rank wrote, keyed by their path in the checkpoint."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from shapelm.train.storage import storage_error
+
+    out = Path(tmp) / DCP_DIR
+    try:
+        dcp.save(_sharded_state(model, optimizer), checkpoint_id=str(out))
+    except (CheckpointException, OSError) as err:  # DCP gathers every rank's failures into one
+        raise storage_error(OSError(str(err)), out) from None
+    mine = sorted(out.glob(f"__{rank}_*.distcp")) + ([out / ".metadata"] if rank == 0 else [])
+    return {p.relative_to(tmp).as_posix(): sha256_file(p) for p in mine}
+
+
+def load_sharded(path: Path, model, optimizer) -> None:
+    """Every rank (a collective): load the model and optimizer state of a sharded checkpoint
+    into this rank's shards, whatever the world size that wrote it (DCP reshards)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    state = _sharded_state(model, optimizer)
+    dcp.load(state, checkpoint_id=str(Path(path) / DCP_DIR))
+    set_state_dict(model, optimizer, model_state_dict=state["model"],
+                   optim_state_dict=state["optimizer"])
+
+
+def load_model_state(path: Path) -> dict[str, torch.Tensor]:
+    """The full model state dict of a checkpoint of either format, in one process (export,
+    evaluation): model.pt, or the sharded model state assembled from every rank's shards."""
+    path = Path(path)
+    if not is_sharded(path):
+        return load_torch(path / "model.pt", mmap=True)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    reader = dcp.FileSystemReader(str(path / DCP_DIR))
+    entries = reader.read_metadata().state_dict_metadata
+    model = {key.removeprefix("model."): torch.empty(m.size, dtype=m.properties.dtype)
+             for key, m in entries.items()
+             if key.startswith("model.") and isinstance(m, TensorStorageMetadata)}
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load({"model": model}, storage_reader=reader, no_dist=True)
+    return model

@@ -330,8 +330,9 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     random.seed(recipe.seed)
     np.random.seed(recipe.seed % 2**32)
     torch.manual_seed(recipe.seed)
-    if not resume:
-        full = None  # every rank initialises its own shard from the seed (shapelm.model.init)
+    if not resume or ckpt.is_sharded(Path(resume[1])):
+        full = None  # every rank initialises its own shard from the seed (shapelm.model.init);
+        # a sharded checkpoint's state replaces it in load_checkpoint
     elif env.is_main or not fsdp:  # under FSDP rank 0 reads and broadcasts
         full = ckpt.load_torch(Path(resume[1]) / "model.pt", mmap=True)
     else:

@@ -51,22 +51,35 @@ def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
+def checkpoint_format(recipe: TrainRecipe, env: DistEnv) -> str:
+    """full (gathered to rank 0) or sharded (every rank writes its shards; auto under FSDP/HSDP)."""
+    fmt = getattr(recipe, "checkpoint_format", "auto")
+    if fmt == "auto":
+        return "sharded" if is_fsdp(recipe, env) else "full"
+    return fmt
+
+
 def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra) -> Path:
-    msd = full_model_state(model, recipe, env)
-    osd = full_optimizer_state(model, optimizer, recipe, env)
+    sharded = checkpoint_format(recipe, env) == "sharded"
+    msd = None if sharded else full_model_state(model, recipe, env)
+    osd = None if sharded else full_optimizer_state(model, optimizer, recipe, env)
     tmp = ckpt.begin_save(out_dir, step) if env.is_main else None
     tmp = Path(broadcast_object(str(tmp) if tmp else None, env))
     digests, failure = {}, None
     try:
+        if sharded:
+            digests.update(ckpt.save_sharded(model, optimizer, tmp, env.rank))
         _write_files(tmp, msd, osd, step, env, recipe, rhash, digests)
     except ShapelmError as err:  # a full disk: every rank must hear of it, or the others hang
         failure = err
     del msd, osd
     raise_if_any_failed(failure, env)
+    digests = gather_digests(digests, env) if sharded else digests
     final = None
     if env.is_main:
         meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
-                "torch_threads": torch.get_num_threads(), **extra}
+                "torch_threads": torch.get_num_threads(),
+                "checkpoint_format": "sharded" if sharded else "full", **extra}
         try:
             final = ckpt.finish_save(tmp, step, meta, digests)
             removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
@@ -79,10 +92,12 @@ def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rconten
 
 
 def _write_files(tmp: Path, msd, osd, step, env, recipe, rhash, digests: dict) -> None:
-    """Rank 0 the model, optimizer and trainer state; every rank its RNG state."""
+    """Rank 0 the model and optimizer state (unless sharded: None) and the trainer state;
+    every rank its RNG state."""
     if env.is_main:
-        digests["model.pt"] = ckpt.save_torch(msd, tmp / "model.pt")
-        digests["optimizer.pt"] = ckpt.save_torch(osd, tmp / "optimizer.pt")
+        if msd is not None:
+            digests["model.pt"] = ckpt.save_torch(msd, tmp / "model.pt")
+            digests["optimizer.pt"] = ckpt.save_torch(osd, tmp / "optimizer.pt")
         digests["trainer.pt"] = ckpt.save_torch(
             {
                 "format": ckpt.FORMAT,
@@ -119,11 +134,27 @@ def raise_if_any_failed(failure: ShapelmError | None, env: DistEnv) -> None:
         raise failure
 
 
+def gather_digests(digests: dict[str, str], env: DistEnv) -> dict[str, str]:
+    """Every rank's sha256s of the files it wrote, merged (on every rank)."""
+    if not env.distributed:
+        return digests
+    import torch.distributed as dist
+
+    every = [None] * env.world_size
+    dist.all_gather_object(every, digests)
+    return {name: sha for d in every for name, sha in d.items()}
+
+
 def load_checkpoint(path: Path, model, optimizer, recipe: TrainRecipe, env: DistEnv) -> dict:
-    reads = env.is_main or not is_fsdp(recipe, env)  # FSDP: rank 0 reads and broadcasts
-    osd = ckpt.load_torch(path / "optimizer.pt", mmap=True) if reads else {}
-    load_optimizer_state(model, optimizer, osd, recipe, env)
-    del osd
+    """The optimizer state (and, for a sharded checkpoint, the model state: a full one was
+    loaded when the model was built), the RNG state; returns the trainer state."""
+    if ckpt.is_sharded(path):
+        ckpt.load_sharded(path, model, optimizer)
+    else:
+        reads = env.is_main or not is_fsdp(recipe, env)  # FSDP: rank 0 reads and broadcasts
+        osd = ckpt.load_torch(path / "optimizer.pt", mmap=True) if reads else {}
+        load_optimizer_state(model, optimizer, osd, recipe, env)
+        del osd
     trainer = ckpt.load_torch(path / "trainer.pt")
     rng = path / f"rng-rank{env.rank:05d}.pt"
     if rng.exists():
