@@ -89,10 +89,10 @@ def test_one_schema_file():
 def test_schema_arch_keys_are_the_builders_keys():
     """model_defaults and runs.*.arch are closed over exactly the keys some builder takes."""
     from shapelm.config import config_schema
-    from shapelm.model.builders import COMMON_KEYS, kind_keys, kinds
+    from shapelm.model.builders import COMMON_KEYS, MIXER_KEYS, kind_keys, kinds
 
     schema_keys = set(config_schema()["$defs"]["arch_keys"]["properties"])
-    builder_keys = {"kind", *COMMON_KEYS, *(k for kind in kinds() for k in kind_keys(kind))}
+    builder_keys = {"kind", *COMMON_KEYS, *MIXER_KEYS, *(k for kind in kinds() for k in kind_keys(kind))}
     assert schema_keys == builder_keys
     assert set(config_schema()["$defs"]["arch_keys"]["properties"]["kind"]["enum"]) == set(kinds())
 

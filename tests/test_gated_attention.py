@@ -172,3 +172,26 @@ def test_decode_benchmark_model_with_gate_decodes_like_full_forward():
     torch.testing.assert_close(torch.cat(outs, dim=1), full, rtol=1e-5, atol=1e-5)
     with pytest.raises(ShapelmError, match="would drop its output gate"):
         build_decode_model(gated_cfg(), "mla", mla=MLASpec(24, 8))
+
+
+def test_paper_gated_attention_pairs_match_the_transformer_pairs():
+    """Tapered Table 2's Gated Attention pairs: the Transformer pairs' widths and recipe plus an
+    elementwise gate in every layer; within each pair, parameters and FLOPs are equal."""
+    from pathlib import Path
+
+    from shapelm.config import load_experiment
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "paper.yaml")
+    for scale in ("760m", "1300m"):
+        pair = {}
+        for variant in ("uniform", "cosine_1p5_0p5"):
+            plain, gated = exp.run(f"tp{scale}_{variant}"), exp.run(f"tp{scale}_ga_{variant}")
+            assert "tapered_table2" in gated["tables"] and gated["train"] == plain["train"]
+            plain_cfg, gated_cfg_ = ModelConfig.from_dict(plain["model"]), ModelConfig.from_dict(gated["model"])
+            assert {(layer.mixer, layer.gate) for layer in gated_cfg_.layers} == {("gated_attention", "elementwise")}
+            assert [layer.ffn_widths for layer in gated_cfg_.layers] == [layer.ffn_widths for layer in plain_cfg.layers]
+            gate_params = sum(gated_cfg_.d_model * gate_width(layer) for layer in gated_cfg_.layers)
+            assert param_counts(gated_cfg_).total == param_counts(plain_cfg).total + gate_params
+            pair[variant] = (param_counts(gated_cfg_).total, flops_per_token(gated_cfg_, 4096).train)
+        (p_uniform, f_uniform), (p_tapered, f_tapered) = pair["uniform"], pair["cosine_1p5_0p5"]
+        assert p_tapered == pytest.approx(p_uniform, rel=1e-3) and f_tapered == pytest.approx(f_uniform, rel=1e-3)

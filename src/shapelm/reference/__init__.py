@@ -293,7 +293,7 @@ def validate() -> list[str]:
                 except ValueError as exc:
                     problems.append(f"{where}/{run}/{col}: {exc}")
             for k, v in (r.get("shape") or {}).items():
-                if k in ("kind", "schedule"):
+                if k in ("kind", "schedule", "mixer"):
                     ok = isinstance(v, str)
                 elif k in ("attention", "framed"):
                     ok = isinstance(v, bool)
