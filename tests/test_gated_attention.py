@@ -9,6 +9,10 @@ import math
 
 import pytest
 import torch
+from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
+from test_parity_hf import (
+    randomized,  # norm weights away from ones, so misplaced norms show
+)
 
 from shapelm.accounting import (
     flops_per_token,
@@ -22,9 +26,6 @@ from shapelm.errors import ConfigError, ShapelmError
 from shapelm.evaluation.kv_cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
-
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
-from test_parity_hf import randomized  # norm weights away from ones, so misplaced norms show
 
 V = 97
 GQA = {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8}
@@ -195,3 +196,12 @@ def test_paper_gated_attention_pairs_match_the_transformer_pairs():
             pair[variant] = (param_counts(gated_cfg_).total, flops_per_token(gated_cfg_, 4096).train)
         (p_uniform, f_uniform), (p_tapered, f_tapered) = pair["uniform"], pair["cosine_1p5_0p5"]
         assert p_tapered == pytest.approx(p_uniform, rel=1e-3) and f_tapered == pytest.approx(f_uniform, rel=1e-3)
+
+
+def test_decode_llama_peer_refuses_a_gated_model():
+    from shapelm.decode.hf import llama_config
+
+    layer = {"attention": GQA, "ffn_widths": [64], "mixer": "gated_attention"}
+    cfg = ModelConfig(vocab_size=V, d_model=32, layers=[layer] * 2, qk_norm=False)
+    with pytest.raises(ShapelmError, match="no output gate"):
+        llama_config(cfg)
