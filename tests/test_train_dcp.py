@@ -22,13 +22,14 @@ STEPS, STOP = 4, 2
 THIS = Path(__file__).resolve()
 
 
-def config(nproc: int) -> dict:  # 8 sequences per step: 4 ranks x 2 micro batches of 1, 2 x 2 x 2
+def config(nproc: int, background: bool = False) -> dict:
+    # 8 sequences per step: 4 ranks x 2 micro batches of 1, 2 ranks x 2 x 2
     return run_config(steps=STEPS, checkpoint_every=1, distributed="fsdp",
-                      micro_batch_size=8 // (2 * nproc))
+                      micro_batch_size=8 // (2 * nproc), async_checkpoint=background)
 
 
-def launch(nproc: int, root: Path, out: Path, tokens: Path, max_steps: int):
-    cfg = write_config(root / f"{out.name}.json", config(nproc))
+def launch(nproc: int, root: Path, out: Path, tokens: Path, max_steps: int, background=False):
+    cfg = write_config(root / f"{out.name}-{nproc}.json", config(nproc, background))
     return torchrun(nproc, str(THIS), str(cfg), str(out), str(tokens), str(max_steps))
 
 
@@ -45,25 +46,28 @@ def finish(procs: dict) -> dict[str, str]:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("dcp")
     tokens = make_tokens(root / "tok")
+    # the interrupted run saves in the background (step 1's shards are written while step 2
+    # trains); the reference saves synchronously
     finish({"reference": launch(4, root, root / "reference", tokens, STEPS),
-            "stopped": launch(4, root, root / "stopped", tokens, STOP)})
+            "stopped": launch(4, root, root / "stopped", tokens, STOP, background=True)})
     shutil.copytree(root / "stopped", root / "corrupt")
     shard = root / "corrupt" / "checkpoints" / "step-00000002" / "dcp" / "__1_0.distcp"
     flip_byte(shard, shard.stat().st_size // 2)
-    logs = finish({"resumed": launch(2, root, root / "stopped", tokens, STEPS),
+    logs = finish({"resumed": launch(2, root, root / "stopped", tokens, STEPS, background=True),
                    "corrupt": launch(2, root, root / "corrupt", tokens, STEPS)})
     return root, logs
 
 
-def test_sharded_layout_and_manifest(runs):
+@pytest.mark.parametrize(("name", "ranks"), [("reference", 4), ("stopped", 2)])
+def test_sharded_layout_and_manifest(runs, name, ranks):
     root, _ = runs
-    ckpts = ckpt.list_checkpoints(root / "reference")
+    ckpts = ckpt.list_checkpoints(root / name)
     assert [s for s, _ in ckpts] == [2, 3]  # keep_last 2; step 4 is final/
-    path = ckpts[-1][1]
+    path = ckpts[-1][1]  # written by the 4-rank reference, by 2 ranks in the background
     meta = json.loads((path / "meta.json").read_text())
-    assert meta["checkpoint_format"] == "sharded" and meta["world_size"] == 4
+    assert meta["checkpoint_format"] == "sharded" and meta["world_size"] == ranks
     assert not (path / "model.pt").exists() and not (path / "optimizer.pt").exists()
-    shards = {f"dcp/__{r}_0.distcp" for r in range(4)}
+    shards = {f"dcp/__{r}_0.distcp" for r in range(ranks)}
     assert set(meta["sha256"]) == set(meta["files"]) >= shards | {"dcp/.metadata", "trainer.pt"}
     assert ckpt.problem(path) is None
     assert not any(p.name.startswith(".tmp-") for p in path.parent.iterdir())
@@ -74,14 +78,13 @@ def test_resume_on_two_ranks_continues_the_four_rank_run(runs):
     ref, got = metrics(root / "reference"), metrics(root / "stopped")
     assert [r["step"] for r in got] == list(range(1, STEPS + 1))
     assert "resumed from" in logs["resumed"] and "step-00000002" in logs["resumed"]
+    assert "step 3: shards being written in the background" in logs["resumed"]
     for a, b in zip(ref[STOP:], got[STOP:]):  # the next step and the rest
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
     final_ref, final = load_final(root / "reference"), load_final(root / "stopped")
     for key in final_ref:
         torch.testing.assert_close(final[key], final_ref[key], rtol=1e-5, atol=2e-6, msg=key)
-    newest = ckpt.list_checkpoints(root / "stopped")[-1][1]
-    assert json.loads((newest / "meta.json").read_text())["world_size"] == 2
 
 
 def test_flipped_byte_in_a_shard_falls_back_to_the_previous_checkpoint(runs):

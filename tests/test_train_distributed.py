@@ -99,7 +99,7 @@ def test_two_processes_match_one(runs, mode):
 
 
 def test_fsdp_checkpoint_resumes_in_one_process(runs, tmp_path):
-    """Checkpoints are full state dicts: a 2-rank FSDP checkpoint resumes on 1 process."""
+    """A 2-rank FSDP checkpoint (sharded, torch.distributed.checkpoint) resumes on 1 process."""
     root, tokens = runs
     out = tmp_path / "run"
     shutil.copytree(root / "fsdp" / "checkpoints", out / "checkpoints")

@@ -81,6 +81,7 @@ class TrainRecipe:
     fp8: bool = False  # torchao float8 training of the blocks' Linear layers (CUDA, SM89+)
     checkpoint_every: int = 1000  # optimizer steps
     checkpoint_format: str = "auto"  # auto (sharded under fsdp/hsdp, else full) | full | sharded
+    async_checkpoint: bool = False  # sharded saves written by a thread while training goes on
     keep_last: int = 2
     log_every: int = 10
     loss_chunk_tokens: int = 0  # 0: plain loss; >0: vocabulary loss in token chunks

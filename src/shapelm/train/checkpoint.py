@@ -18,6 +18,8 @@ Sharded checkpoints (`train.checkpoint_format: sharded`, the default under FSDP/
 the index (`dcp/.metadata`). meta.json records `"checkpoint_format": "sharded"` and the size
 and sha256 of every shard too (each rank hashes its own files). DCP reshards on load: a
 checkpoint written by N ranks resumes on M, and `load_model_state` reads it in one process.
+With `train.async_checkpoint` the shards are written by a thread (`dcp.async_save`); meta.json
+and the rename wait for it (shapelm.train.state.PendingCheckpoint).
 
 A checkpoint is written into `checkpoints/.tmp-step-XXXXXXXX/`, every file is fsynced, then
 the directory is renamed to `step-XXXXXXXX` (atomic on POSIX file systems) and the parent is
@@ -32,6 +34,7 @@ files is computed while they are written, so saving reads nothing back.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -288,21 +291,53 @@ def _sharded_state(model, optimizer) -> dict[str, Any]:
     return {"model": msd, "optimizer": osd}
 
 
-def save_sharded(model, optimizer, tmp: Path, rank: int) -> dict[str, str]:
-    """Every rank (a collective): write its shards into `tmp/dcp/`; returns the sha256 of the
-    files this rank wrote, keyed by their path in the checkpoint."""
+def save_sharded(model, optimizer, tmp: Path, rank: int, background: bool = False):
+    """Every rank (a collective): write its shards into `tmp/dcp/`, or (`background`) copy them
+    now and write them in a thread (`dcp.async_save`). Returns a function that waits for the
+    write and returns the sha256 of the files this rank wrote, keyed by path in the checkpoint."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 
     from shapelm.train.storage import storage_error
 
     out = Path(tmp) / DCP_DIR
+    state, future = _sharded_state(model, optimizer), None
     try:
-        dcp.save(_sharded_state(model, optimizer), checkpoint_id=str(out))
+        if background:
+            future = dcp.async_save(state, checkpoint_id=str(out), process_group=_writer_group())
+        else:
+            dcp.save(state, checkpoint_id=str(out))
     except (CheckpointException, OSError) as err:  # DCP gathers every rank's failures into one
         raise storage_error(OSError(str(err)), out) from None
-    mine = sorted(out.glob(f"__{rank}_*.distcp")) + ([out / ".metadata"] if rank == 0 else [])
-    return {p.relative_to(tmp).as_posix(): sha256_file(p) for p in mine}
+    del state
+
+    def written() -> dict[str, str]:
+        if future is not None:
+            try:
+                future.result()
+            except (CheckpointException, OSError) as err:
+                raise storage_error(OSError(str(err)), out) from None
+        mine = sorted(out.glob(f"__{rank}_*.distcp")) + ([out / ".metadata"] if rank == 0 else [])
+        return {p.relative_to(tmp).as_posix(): sha256_file(p) for p in mine}
+
+    return written
+
+
+def _writer_group():
+    """The process group of background writes (created once per default group, by every
+    rank at its first background save): its collectives run in the writer thread, so they
+    must never interleave with training's on the default group. None: one process."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return None
+    world = dist.group.WORLD
+    if world not in _WRITER_GROUPS:
+        _WRITER_GROUPS[world] = dist.new_group(backend="gloo")
+    return _WRITER_GROUPS[world]
+
+
+_WRITER_GROUPS: dict = {}
 
 
 def load_sharded(path: Path, model, optimizer) -> None:
@@ -312,7 +347,8 @@ def load_sharded(path: Path, model, optimizer) -> None:
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     state = _sharded_state(model, optimizer)
-    dcp.load(state, checkpoint_id=str(Path(path) / DCP_DIR))
+    with _one_process_is_meant():
+        dcp.load(state, checkpoint_id=str(Path(path) / DCP_DIR))
     set_state_dict(model, optimizer, model_state_dict=state["model"],
                    optim_state_dict=state["optimizer"])
 
@@ -331,7 +367,14 @@ def load_model_state(path: Path) -> dict[str, torch.Tensor]:
     model = {key.removeprefix("model."): torch.empty(m.size, dtype=m.properties.dtype)
              for key, m in entries.items()
              if key.startswith("model.") and isinstance(m, TensorStorageMetadata)}
-    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
-        warnings.simplefilter("ignore", UserWarning)
+    with _one_process_is_meant():
         dcp.load({"model": model}, storage_reader=reader, no_dist=True)
     return model
+
+
+@contextlib.contextmanager
+def _one_process_is_meant():
+    """Without a process group DCP warns that it assumes one process: here that is the intent."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*assuming the intent is to load in a single")
+        yield

@@ -374,6 +374,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     z_mult = recipe.z_loss
     chunk = recipe.loss_chunk_tokens or None
     last_saved = start_step if resume else None
+    in_flight = None  # the previous periodic save, sealed before the next save or the end
     t_last, step_last = time.perf_counter(), start_step
     step_seconds = 0.0  # running pace of one update, for the time-limit stop
     status, step = "completed", start_step
@@ -445,8 +446,10 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             if on_step is not None:
                 on_step(record)
             if step % recipe.checkpoint_every == 0 and step < total:
-                save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
-                                 {"loss": loss})
+                if in_flight is not None:
+                    in_flight.seal()
+                in_flight = save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash,
+                                            rcontent, {"loss": loss}, recipe.async_checkpoint)
                 last_saved = step
                 t_last, step_last = time.perf_counter(), step  # checkpoint time is not throughput
         else:
@@ -456,6 +459,8 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             bar.close()
         metrics.close()
 
+    if in_flight is not None:
+        in_flight.seal()
     if status == "completed":
         info = {"step": step, "tokens": step * recipe.batch_tokens, "recipe_hash": rhash,
                 "config_hash": run_config.get("hash") or config_hash(run_config),
@@ -467,7 +472,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     path = None
     if last_saved != step:
         path = save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
-                                {"reason": status})
+                               {"reason": status}).seal()
     else:
         found = ckpt.latest_valid(out_dir, verify=False)
         path = found[1] if found else None

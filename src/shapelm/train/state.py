@@ -59,36 +59,71 @@ def checkpoint_format(recipe: TrainRecipe, env: DistEnv) -> str:
     return fmt
 
 
-def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra) -> Path:
+def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra,
+                    background: bool = False) -> PendingCheckpoint:
+    """Every rank: write the checkpoint of `step`. `background` (sharded format only): the
+    model and optimizer shards are copied now and written by a thread while training goes on;
+    the checkpoint exists once `.seal()` (the next save, or the end of training) has run."""
     sharded = checkpoint_format(recipe, env) == "sharded"
     msd = None if sharded else full_model_state(model, recipe, env)
     osd = None if sharded else full_optimizer_state(model, optimizer, recipe, env)
     tmp = ckpt.begin_save(out_dir, step) if env.is_main else None
     tmp = Path(broadcast_object(str(tmp) if tmp else None, env))
-    digests, failure = {}, None
+    digests, written, failure = {}, None, None
     try:
         if sharded:
-            digests.update(ckpt.save_sharded(model, optimizer, tmp, env.rank))
+            written = ckpt.save_sharded(model, optimizer, tmp, env.rank, background=background)
         _write_files(tmp, msd, osd, step, env, recipe, rhash, digests)
     except ShapelmError as err:  # a full disk: every rank must hear of it, or the others hang
         failure = err
     del msd, osd
     raise_if_any_failed(failure, env)
-    digests = gather_digests(digests, env) if sharded else digests
-    final = None
-    if env.is_main:
-        meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
-                "torch_threads": torch.get_num_threads(),
-                "checkpoint_format": "sharded" if sharded else "full", **extra}
-        try:
-            final = ckpt.finish_save(tmp, step, meta, digests)
-            removed = ckpt.prune(out_dir, recipe.keep_last, protect=step)
-            log.info("checkpoint %s written%s", final,
-                     f"; removed steps {removed}" if removed else "")
-        except OSError as err:
-            failure = storage_error(err, err.filename or tmp / "meta.json")
-    raise_if_any_failed(failure, env)
-    return Path(broadcast_object(str(final) if final else None, env))
+    meta = {"recipe_hash": rhash, "recipe": rcontent, "world_size": env.world_size,
+            "torch_threads": torch.get_num_threads(),
+            "checkpoint_format": "sharded" if sharded else "full", **extra}
+    pending = PendingCheckpoint(out_dir, step, tmp, meta, digests, written, recipe.keep_last, env)
+    if sharded and background:
+        log.info("checkpoint of step %d: shards being written in the background", step)
+    else:
+        pending.seal()
+    return pending
+
+
+class PendingCheckpoint:
+    """A checkpoint whose files are written, or still being written in the background.
+    `seal()` (every rank: a collective) waits for them, then rank 0 writes meta.json with the
+    sha256 of every rank's files and renames the directory: only then is it a checkpoint."""
+
+    def __init__(self, out_dir, step, tmp, meta, digests, written, keep_last, env):
+        self.out_dir, self.step, self.tmp, self.meta = Path(out_dir), step, tmp, meta
+        self.digests, self.written, self.keep_last, self.env = digests, written, keep_last, env
+        self.path: Path | None = None
+
+    def seal(self) -> Path:
+        if self.path is None:
+            self.path = self._seal()
+        return self.path
+
+    def _seal(self) -> Path:
+        env, tmp, failure = self.env, self.tmp, None
+        if self.written is not None:  # sharded: this rank's shards, then everyone's sha256s
+            try:
+                self.digests.update(self.written())
+            except ShapelmError as err:
+                failure = err
+            raise_if_any_failed(failure, env)
+            self.digests = gather_digests(self.digests, env)
+        final = None
+        if env.is_main:
+            try:
+                final = ckpt.finish_save(tmp, self.step, self.meta, self.digests)
+                removed = ckpt.prune(self.out_dir, self.keep_last, protect=self.step)
+                log.info("checkpoint %s written%s", final,
+                         f"; removed steps {removed}" if removed else "")
+            except OSError as err:
+                failure = storage_error(err, err.filename or tmp / "meta.json")
+        raise_if_any_failed(failure, env)
+        return Path(broadcast_object(str(final) if final else None, env))
 
 
 def _write_files(tmp: Path, msd, osd, step, env, recipe, rhash, digests: dict) -> None:
