@@ -6,12 +6,13 @@ Launches itself under torchrun (CPU, gloo). The model (d_model 1024, 12 layers o
 vocabulary 50,304: ~300M parameters) is built the trainer's way (shapelm.train.parallel:
 meta build, FSDP2, each rank initialising its own shard), then saved three ways, side by side:
 
-* ``gathered``: what the trainer does today: the full state gathered to rank 0
-  (``full_model_state``) and written there with one fsynced ``torch.save`` while the other
-  rank waits;
-* ``sharded``: ``torch.distributed.checkpoint.save``: every rank writes its own shard;
-* ``async``: ``torch.distributed.checkpoint.async_save``: the time training is blocked (the
-  copy to host memory) and the time until the files are complete.
+* ``gathered``: the trainer's ``train.checkpoint_format: full`` (the DDP default): the full
+  state gathered to rank 0 (``full_model_state``) and written there with one fsynced
+  ``torch.save`` while the other rank waits;
+* ``sharded``: ``torch.distributed.checkpoint.save``: every rank writes its own shard (the
+  trainer's ``sharded`` format, the FSDP/HSDP default);
+* ``async``: ``torch.distributed.checkpoint.async_save`` (``train.async_checkpoint: true``): the
+  time training is blocked (the copy to host memory) and the time until the files are complete.
 
 Not a test: wall-clock times on a shared machine. Model weights only unless --with-optimizer
 (AdamW moments triple the bytes; mind the host memory of a small VM).
