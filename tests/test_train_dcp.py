@@ -6,6 +6,7 @@ the sharded model state."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -118,6 +119,19 @@ def test_one_process_reads_the_sharded_model_state(runs):
     assert not torch.equal(a["lm_head.weight"], c["lm_head.weight"])  # steps 3 and 2 differ
 
 
+@pytest.mark.parametrize("background", [False, True])
+def test_a_rank_that_cannot_write_its_shard_stops_every_rank(tmp_path, background):
+    tokens = make_tokens(tmp_path / "tok")
+    cfg = write_config(tmp_path / "run.json", config(2, background))
+    proc = torchrun(2, str(THIS), str(cfg), str(tmp_path / "run"), str(tokens), str(STEPS),
+                    SHAPELM_TEST_DCP_FULL_ON_RANK="1")
+    out, _ = proc.communicate(timeout=300)  # no rank waits forever for the other
+    assert proc.returncode != 0
+    assert "checkpoints/.tmp-step-00000001/dcp: cannot write" in out, out[-3000:]
+    assert "No space left on device" in out
+    assert ckpt.list_checkpoints(tmp_path / "run") == []
+
+
 def _train_on_ranks(config_path: str, out: str, tokens: str, max_steps: str) -> int:
     """torchrun entry: train (FSDP2 on gloo) until `max_steps`."""
     import logging
@@ -126,6 +140,15 @@ def _train_on_ranks(config_path: str, out: str, tokens: str, max_steps: str) -> 
     from shapelm.train import train
 
     logging.basicConfig(level=logging.INFO)  # the resume and fallback messages, for the test
+    if os.environ.get("SHAPELM_TEST_DCP_FULL_ON_RANK") == os.environ["RANK"]:  # disk full here
+        import errno
+
+        from torch.distributed.checkpoint.filesystem import FileSystemWriter
+
+        def full(self, plan, planner):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        FileSystemWriter.write_data = full
     torch.set_num_threads(1)
     result = train(load_run_config(config_path), Path(out), data_dir=Path(tokens),
                    progress=False, max_steps=int(max_steps))
