@@ -165,6 +165,12 @@ def raise_if_any_failed(failure: ShapelmError | None, env: DistEnv) -> None:
         failures = [None] * env.world_size
         dist.all_gather_object(failures, failure)
         failure = next((f for f in failures if f is not None), None)
+        if failure is not None:
+            # Every rank is here and raises. The barrier lets gloo's worker thread drop the
+            # gathered tensors first: released later from that thread (it needs the GIL) while
+            # the main thread, holding the GIL at exit, joins it from the process group's
+            # destructor, they deadlock and the rank never exits.
+            barrier(env)
     if failure is not None:
         raise failure
 
