@@ -162,7 +162,10 @@ def test_the_paper_rehearsed_through_slurm(tmp_path):
     assert seen.get("jobs"), "the held run was never seen in squeue"
     assert (work / PREEMPTED[0] / "HOLDING").exists()
     slurm_logs = list((repo / ".snakemake" / "slurm_logs" / "rule_train" / PREEMPTED[0]).glob("*.log"))
-    assert len(slurm_logs) >= 2, slurm_logs
+    # The retry is a second SLURM job, or (per-rule `retries:`, applied by the job's own Snakemake)
+    # a restart inside the same allocation: either way the trainer resumed from the checkpoint.
+    restarted = "Trying to restart job" in "".join(p.read_text() for p in slurm_logs)
+    assert len(slurm_logs) >= 2 or restarted, slurm_logs
     assert "resumed from" in (repo / "logs" / "rehearsal" / "runs" / PREEMPTED[0] / "train.log").read_text()
     # The long-context chain of the 8B pair, decode, and every table.
     for run in ("hg8b_conv", "hg8b_hg"):
