@@ -84,7 +84,7 @@ def test_seeded_init_is_the_same_on_one_and_two_ranks(runs):
 
     cfg = run_config(steps=STEPS)
     one = initial_state(ModelConfig.from_dict(cfg["model"]), TrainRecipe.from_dict(cfg["train"]))
-    two = torch.load(runs / "init2.pt")
+    two = torch.load(runs / "init2.pt", weights_only=True)
     assert one.keys() == two.keys()
     for key in one:
         assert torch.equal(one[key], two[key]), key
