@@ -409,3 +409,17 @@ def test_tables_print_standard_errors_where_the_data_have_them(exp, tmp_path):
     cell = table.cell("hg906m_conv", "arc_easy")
     assert cell.stderr == pytest.approx(0.0123) and cell.ours_text.endswith("± 0.0123")
     assert "±" not in table.cell("hg906m_conv", "piqa").ours_text  # no stderr recorded for it
+
+
+def test_concurrent_table_jobs_do_not_share_a_temp_file(exp, tmp_path):
+    """Table jobs run side by side and each rewrites the claims table: a writer must not take over
+    (and rename away) the temp file another writer is still filling (the rehearsal's table2 and
+    long-context jobs failed so)."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    in_flight = {p: p.write_text("another job's half-written table") for p in
+                 (tables / f"{CLAIMS_NAME}.csv.tmp", tables / f".{CLAIMS_NAME}.csv.tmp")}
+    build_results(exp, tmp_path, tmp_path / "figures", tmp_path / "work", only={"hourglass_table2"})
+    assert all(p.read_text() == "another job's half-written table" for p in in_flight)
+    assert (tables / f"{CLAIMS_NAME}.csv").read_text().startswith("id,claim,")
+    assert not [p for p in tables.iterdir() if p.name.endswith(".tmp") and p not in in_flight]

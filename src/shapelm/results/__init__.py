@@ -120,7 +120,7 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
     from shapelm.results import claims as C
     from shapelm.results.context import Context
     from shapelm.results.figures import FIGURES, write_figure
-    from shapelm.results.render import write_atomic, write_table
+    from shapelm.results.render import write_table
     from shapelm.results.tables import build_table, regenerated_tables
 
     exp = load(config)

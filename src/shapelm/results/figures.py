@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from shapelm import reference as R  # noqa: E402
+from shapelm.data.tokens import new_file_mode  # noqa: E402
 from shapelm.results import claims as C  # noqa: E402
 from shapelm.results import fmt as F  # noqa: E402
 from shapelm.results.context import Context  # noqa: E402
@@ -52,9 +54,15 @@ def _save(fig, figures_dir: Path, name: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         p = figures_dir / f"{name}.{ext}"
-        tmp = p.with_name(f".{p.stem}.tmp.{ext}")
-        fig.savefig(tmp, dpi=150, bbox_inches="tight", metadata={"CreationDate": None} if ext == "pdf" else {})
-        os.replace(tmp, p)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.stem}.", suffix=f".tmp.{ext}", dir=figures_dir)
+        os.close(fd)
+        try:
+            fig.savefig(tmp, dpi=150, bbox_inches="tight", metadata={"CreationDate": None} if ext == "pdf" else {})
+            os.chmod(tmp, new_file_mode())
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         paths.append(p)
     plt.close(fig)
     return paths

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 
+from shapelm.data.tokens import atomic_write_bytes
 from shapelm.results import fmt as F
 from shapelm.results.tables import Table
 
@@ -21,10 +21,9 @@ LEGEND = ("Each cell: paper / ours (ours - paper). ✓ ours rounds to the printe
 
 
 def write_atomic(path: Path, text: str) -> None:
+    # A unique temp name: table jobs run concurrently and each rewrites the shared claims table.
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _num(x: float | None) -> str:
