@@ -7,11 +7,8 @@ from conftest import tiny_arch
 
 from shapelm.evaluation.loading import load_model, resolve_dtype
 from shapelm.longctx._testing import tiny_model, tiny_tokenizer
-from shapelm.longctx.generate import (
-    StaticKVCache,
-    greedy_generate,
-    greedy_generate_batch,
-)
+from shapelm.decode.cache import StaticKVCache
+from shapelm.longctx.generate import greedy_generate, greedy_generate_batch
 from shapelm.model import build_model, save_pretrained
 from shapelm.model.builders import build_model_config
 from shapelm.model.transformer import Transformer
@@ -47,7 +44,7 @@ def test_chunked_prefill_matches_one_pass(n_kv_heads):
     ids = torch.randint(0, 97, (2, 40))
     with torch.no_grad():
         full = model.hidden_states(ids)
-        cache = StaticKVCache(40)
+        cache = StaticKVCache(model.config, 2, 40)
         parts = [model.hidden_states(ids[:, s: s + 16], kv_cache=cache, start_pos=s) for s in (0, 16, 32)]
     torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-5, atol=1e-5)
 

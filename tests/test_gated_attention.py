@@ -23,7 +23,7 @@ from shapelm.accounting import (
 from shapelm.decode.cache import MLASpec
 from shapelm.decode.model import build_decode_model, make_cache
 from shapelm.errors import ConfigError, ShapelmError
-from shapelm.evaluation.kv_cache import StaticKVCache
+from shapelm.decode.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 

@@ -19,6 +19,10 @@ one-head attention (the value is a view of the key's first r_KV columns, so it c
 The cache keeps one length per layer (each layer advances when it is updated); `length` is the
 length of the first cached layer. `set_length(n)` rewinds or advances every layer at once, which
 is how the benchmark decodes repeatedly against a fixed context.
+
+This is the one KV cache: lm-eval generation, long-context generation and the decode benchmark all
+use it. For ragged batches, `row(i, start)` prefills row i alone from slot `start` (right-aligned
+prompts), and `key_mask` (bool [batch, max_len]) hides each row's left padding when decoding.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class StaticKVCache:
         self.batch, self.max_len, self.dtype = batch, max_len, dtype
         self.device = torch.device(device)
         self.mla = mla
+        self.key_mask: torch.Tensor | None = None
         self.k: list[torch.Tensor | None] = []
         self.v: list[torch.Tensor | None] = []
         self._lens: list[int] = []
@@ -83,12 +88,10 @@ class StaticKVCache:
         buf = self.k[layer_idx]
         if buf is None:
             raise ShapelmError(f"StaticKVCache: layer {layer_idx} has no attention, nothing to cache")
+        if k.shape[0] != self.batch:
+            raise ShapelmError(f"StaticKVCache: a batch of {k.shape[0]} rows, the cache holds {self.batch}")
         start = self._lens[layer_idx]
-        end = start + k.shape[2]
-        if end > self.max_len:
-            raise ShapelmError(
-                f"StaticKVCache: layer {layer_idx} would hold {end} tokens, max_len is {self.max_len}"
-            )
+        end = self._check_end(layer_idx, start + k.shape[2])
         if self.mla is not None:  # k = c_KV [b, 1, s, r_KV], v = k_rope [b, 1, s, d_rope]
             r = self.mla.r_kv
             buf[:, :, start:end, :r].copy_(k)
@@ -100,6 +103,17 @@ class StaticKVCache:
         self.v[layer_idx][:, :, start:end].copy_(v)
         self._lens[layer_idx] = end
         return buf[:, :, :end], self.v[layer_idx][:, :, :end]
+
+    def row(self, index: int, start: int) -> _RowPrefill:
+        """A cache view that prefills row `index` alone, from slot `start` on."""
+        return _RowPrefill(self, index, start)
+
+    def _check_end(self, layer_idx: int, end: int) -> int:
+        if end > self.max_len:
+            raise ShapelmError(
+                f"StaticKVCache: layer {layer_idx} would hold {end} tokens, max_len is {self.max_len}"
+            )
+        return end
 
     # -- lengths ----------------------------------------------------------------------------------
     @property
@@ -153,3 +167,25 @@ class StaticKVCache:
 
     def nbytes_per_token(self) -> int:
         return self.nbytes() // (self.max_len * self.batch)
+
+
+class _RowPrefill:
+    """One row of a `StaticKVCache`, written from slot `start` (the KVCache protocol)."""
+
+    def __init__(self, cache: StaticKVCache, index: int, start: int) -> None:
+        if cache.mla is not None:
+            raise ShapelmError("StaticKVCache.row: ragged prefill of an MLA cache is not supported")
+        self.cache, self.index, self.start = cache, index, start
+        self.end: dict[int, int] = {}
+
+    def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self.cache.k[layer_idx], self.cache.v[layer_idx]
+        if keys is None:
+            raise ShapelmError(f"StaticKVCache: layer {layer_idx} has no attention, nothing to cache")
+        pos = self.end.get(layer_idx, self.start)
+        end = self.cache._check_end(layer_idx, pos + k.shape[2])
+        rows = slice(self.index, self.index + 1)
+        keys[rows, :, pos:end].copy_(k)
+        values[rows, :, pos:end].copy_(v)
+        self.end[layer_idx] = end
+        return keys[rows, :, self.start:end], values[rows, :, self.start:end]

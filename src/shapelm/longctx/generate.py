@@ -12,58 +12,7 @@ from __future__ import annotations
 
 import torch
 
-
-class StaticKVCache:
-    """Per-layer K/V buffers of ``capacity`` positions for ``batch`` rows (default: the batch of
-    the first update), allocated on first use (satisfies ``shapelm.model.transformer.KVCache``)."""
-
-    def __init__(self, capacity: int, batch: int | None = None) -> None:
-        self.capacity = capacity
-        self.batch = batch
-        self.k: dict[int, torch.Tensor] = {}
-        self.v: dict[int, torch.Tensor] = {}
-        self.length: dict[int, int] = {}
-        self.key_mask: torch.Tensor | None = None
-
-    def buffers(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
-        if layer_idx not in self.k:
-            b, h, _, d = k.shape
-            rows = self.batch or b
-            self.k[layer_idx] = k.new_empty(rows, h, self.capacity, d)
-            self.v[layer_idx] = v.new_empty(rows, h, self.capacity, d)
-            self.length[layer_idx] = 0
-        return self.k[layer_idx], self.v[layer_idx]
-
-    def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
-        keys, values = self.buffers(layer_idx, k, v)
-        start = self.length[layer_idx]
-        end = start + k.shape[2]
-        if end > self.capacity:
-            raise RuntimeError(f"KV cache overflow: {end} > capacity {self.capacity}")
-        keys[:, :, start:end] = k
-        values[:, :, start:end] = v
-        self.length[layer_idx] = end
-        return keys[:, :, :end], values[:, :, :end]
-
-    def row(self, index: int, start: int) -> _RowPrefill:
-        """A cache view that prefills row ``index`` from slot ``start`` on."""
-        return _RowPrefill(self, index, start)
-
-
-class _RowPrefill:
-    def __init__(self, cache: StaticKVCache, index: int, start: int) -> None:
-        self.cache, self.index, self.start = cache, index, start
-        self.end: dict[int, int] = {}
-
-    def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
-        keys, values = self.cache.buffers(layer_idx, k, v)
-        pos = self.end.get(layer_idx, self.start)
-        end = pos + k.shape[2]
-        rows = slice(self.index, self.index + 1)
-        keys[rows, :, pos:end] = k
-        values[rows, :, pos:end] = v
-        self.end[layer_idx] = end
-        return keys[rows, :, self.start:end], values[rows, :, self.start:end]
+from shapelm.decode.cache import StaticKVCache
 
 
 def _prefill(model, ids: torch.Tensor, cache, start_pos: int, chunk: int | None) -> torch.Tensor:
@@ -110,7 +59,8 @@ def greedy_generate_batch(
     try:
         longest = max(len(p) for p in prompts)
         budget = max(max_new_tokens)
-        cache = StaticKVCache(longest + budget, batch=len(prompts))
+        dtype = next(model.parameters()).dtype
+        cache = StaticKVCache(model.config, len(prompts), longest + budget, dtype=dtype, device=device)
         cache.key_mask = torch.zeros(len(prompts), longest + budget, dtype=torch.bool, device=device)
         last = []
         for i, prompt in enumerate(prompts):
@@ -118,8 +68,7 @@ def greedy_generate_batch(
             cache.key_mask[i, start:] = True
             ids = torch.tensor([prompt], dtype=torch.long, device=device)
             last.append(_prefill(model, ids, cache.row(i, start), start, prefill_chunk))
-        for layer in cache.k:
-            cache.length[layer] = longest
+        cache.set_length(longest)
         h = torch.cat(last)
         outs: list[list[int]] = [[] for _ in prompts]
         done = [n <= 0 for n in max_new_tokens]
