@@ -81,7 +81,7 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for name in small.runs:
+        for name in small.raw["runs"]:  # a run's later seeds (`seeds:`) differ in the seed only
             result = train(resolve_run(small.raw, name), tmp_path / "runs" / name, tokens,
                            max_steps=1, progress=False)
             assert result.status == "stopped" and result.step == 1, (name, result)
@@ -89,7 +89,7 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
             assert np.isfinite(record["loss"]), (name, record)
     finally:
         torch.set_num_threads(threads)
-    assert len(small.runs) == 78
+    assert len(small.raw["runs"]) == 78 and len(small.runs) == 78 + 4  # lws_baseline_18l's 4 later seeds
 
 
 def _preempt_when_holding(repo: Path, stop: threading.Event, seen: dict) -> None:

@@ -69,7 +69,8 @@ def fabricate(exp, results_dir: Path, work_dir: Path, runs=None) -> None:
             write(results_dir / "runs" / run / "ruler.json",
                   {"lengths": lengths, "scores": {str(L): {"niah_single_1": 90 - 5 * i, "mean": 90 - 5 * i - jitter(run)}
                                                   for i, L in enumerate(lengths)}})
-        recs = [{"step": s, "loss": 10 * (s + 1) ** -0.3 + jitter(run)} for s in range(0, 200, 10)]
+        recs = [{"step": s, "loss": 10 * (s + 1) ** -0.3 + jitter(run),
+                 "tokens_per_s": 1000.0 * (1 + jitter(run, f"tps{s}")), "mfu": None} for s in range(0, 200, 10)]
         p = work_dir / "runs" / run / "metrics.jsonl"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"step": 999, "lo')  # torn last line

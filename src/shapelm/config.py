@@ -188,6 +188,22 @@ class Experiment:
     def section(self, key: str) -> dict[str, Any]:
         return copy.deepcopy(self.raw.get(key, {}))
 
+    def spec(self, name: str) -> dict[str, Any]:
+        """The run as written in the config (a seed instance: its run's entry)."""
+        return self.raw["runs"][group_of(self.run(name))]
+
+    def instances(self, name: str) -> list[str]:
+        """The seed instances of a run (`seeds:`), first seed first; [name] for any other run
+        (and for an instance named directly)."""
+        group = self.runs.get(name, {}).get(SEED_GROUP_KEY)
+        if not group or group["run"] != name:
+            return [name]
+        return list(group["instances"])
+
+    def is_primary(self, name: str) -> bool:
+        """False for the instances of a run's seeds after its first (they are not rows of their own)."""
+        return group_of(self.run(name)) == name
+
 
 class StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error naming the
@@ -330,8 +346,10 @@ def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides:
         data["cluster"] = _numbers_from_cli(data["cluster"])
     validate_schema(data, where)
     exp = Experiment(name=data.get("name", path.stem if path else "experiment"), path=path, raw=data)
+    instances = seed_instances(data, where)
     for run_name in data["runs"]:
-        exp.runs[run_name] = resolve_run(data, run_name, where)
+        for instance, seed in instances[run_name]:
+            exp.runs[instance] = resolve_run(data, run_name, where, seed=seed, instance=instance)
     raise_problems([*check_runs(exp), *check_output_paths(exp)], where)
     # Filled after the runs are resolved, so run configs (and their hashes) hold what was written.
     for section in DEFAULTED_SECTIONS:
@@ -349,7 +367,8 @@ def check_runs(exp: Experiment) -> list[str]:
     for name, run in exp.runs.items():
         max_len, seq_len = int(run["model"]["max_seq_len"]), int(run["train"]["seq_len"])
         if max_len < seq_len:
-            key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in raw["runs"][name]["arch"]
+            name = group_of(run)  # the key to fix is the run's, not one seed's
+            key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in exp.spec(name)["arch"]
                    else "model_defaults.max_seq_len")
             errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
     sections = {"eval.tasks": raw.get("eval", {})}
@@ -425,8 +444,61 @@ def _numbers_from_cli(section: Any) -> Any:
     return section
 
 
-def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> dict[str, Any]:
+#: Where a seed instance's resolved config names its run, seed and sibling instances.
+SEED_GROUP_KEY = "seed_group"
+
+
+def seed_instance_name(run: str, seed: int) -> str:
+    """The run name of a later seed's instance (`seeds:`; the first seed keeps `run`). A run
+    name itself (the runs' name pattern): it is a wildcard value and a path component."""
+    return f"{run}_s{seed}"
+
+
+def group_of(run: dict[str, Any]) -> str:
+    """The config's run a resolved run comes from (itself unless it is a seed instance)."""
+    return (run.get(SEED_GROUP_KEY) or {}).get("run", run["name"])
+
+
+def seed_instances(data: dict[str, Any], where: str = "config") -> dict[str, list[tuple[str, int | None]]]:
+    """Each run's (instance name, training seed) pairs: [(run, None)] without `seeds:`, else
+    the first seed under the run's own name (so a run that gains `seeds:` starting with the seed
+    it trained with keeps its outputs) and `seed_instance_name` for the others. An instance name
+    that is not a valid run name or is another run's name is an error naming the run and key."""
+    import re
+
+    pattern = config_schema()["properties"]["runs"]["propertyNames"]["pattern"]
+    out: dict[str, list[tuple[str, int | None]]] = {}
+    taken = set(data["runs"])
+    problems = []
+    for name, run in data["runs"].items():
+        seeds = run.get("seeds")
+        if seeds is None:
+            out[name] = [(name, None)]
+            continue
+        if "seed" in (run.get("train") or {}):
+            problems.append(f"runs.{name}.seeds: runs.{name}.train.seed is also given; with seeds: "
+                            f"each instance trains with its own seed, so drop train.seed")
+        out[name] = [(name, int(seeds[0]))]
+        for seed in seeds[1:]:
+            instance = seed_instance_name(name, int(seed))
+            if not re.fullmatch(pattern, instance):
+                problems.append(f"runs.{name}.seeds: seed {seed}'s run name {instance!r} is not a run "
+                                f"name (pattern {pattern}); shorten the run name")
+            elif instance in taken:
+                problems.append(f"runs.{name}.seeds: seed {seed}'s run name {instance!r} is already a "
+                                f"run of this config; rename one of them")
+            taken.add(instance)
+            out[name].append((instance, int(seed)))
+    raise_problems(problems, where)
+    return out
+
+
+def resolve_run(data: dict[str, Any], run_name: str, where: str = "config", seed: int | None = None,
+                instance: str | None = None) -> dict[str, Any]:
+    """One run's resolved config; `seed`/`instance`: one instance of a run with `seeds:` (its
+    training seed and run name, see `seed_instances`)."""
     run = data["runs"][run_name]
+    instance = instance or run_name
     scale = run["scale"]
     if scale not in data.get("scales", {}):
         raise ConfigError(f"{where}: runs.{run_name}.scale: unknown scale {scale!r}")
@@ -443,30 +515,41 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config") -> d
         arch["n_heads"] = scale_cfg["n_heads"]
     train_dict = merge(merge(data.get("train_defaults", {}), scale_cfg.get("train", {})), recipe_train)
     train_dict = merge(train_dict, run.get("train", {}))
+    if seed is not None:
+        train_dict["seed"] = seed
     recipe = TrainRecipe.from_dict(train_dict, f"{where}: runs.{run_name}.train")
     arch.setdefault("max_seq_len", recipe.seq_len)
     model = build_model_config(arch, f"{where}: runs.{run_name}.arch")
+    first = instance == run_name
     resolved = {
-        "name": run_name,
+        "name": instance,
         "experiment": data.get("name", "experiment"),
         "scale": scale,
         "tables": list(run.get("tables", [])),
-        "label": run.get("label", run_name),
+        "label": run.get("label", run_name) if first else f"{run.get('label', run_name)} (seed {seed})",
         "arch": arch,
         "model": json.loads(json.dumps(model.to_dict())),  # tuples -> lists, as on disk
         "train": recipe.to_dict(),
         "data": merge(data.get("data", {}), scale_cfg.get("data", {})),
         "eval": merge(data.get("eval", {}), run.get("eval", {})),
-        "longctx": bool(run.get("longctx", False)),
+        # Long context (YaRN, Proof-pile, RULER) runs on the first seed only: the seeds repeat
+        # pretraining and its standard evaluations.
+        "longctx": bool(run.get("longctx", False)) and first,
     }
     if recipe_record:  # only `official`: the paper recipe leaves run configs (and hashes) as they were
         resolved["recipe"] = recipe_record
+    if seed is not None:
+        # Bookkeeping, outside the hash: the first seed's instance hashes as the same run without
+        # `seeds:` trained with that seed.
+        names = [n for n, _ in seed_instances(data, where)[run_name]]
+        resolved[SEED_GROUP_KEY] = {"run": run_name, "seed": seed, "instances": names}
     resolved["hash"] = config_hash(resolved)
     return resolved
 
 
 def config_hash(run: dict[str, Any]) -> str:
-    blob = json.dumps({k: v for k, v in run.items() if k != "hash"}, sort_keys=True, default=str)
+    blob = json.dumps({k: v for k, v in run.items() if k not in ("hash", SEED_GROUP_KEY)},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -335,8 +335,10 @@ def field_rows(include_same: bool = False) -> list[dict[str, str]]:
 def followed(exp) -> dict[str, list[str]]:
     """Recipe name -> the experiment's runs that follow it."""
     out: dict[str, list[str]] = {name: [] for name in RECIPE_NAMES}
-    for run in exp.runs:
-        out[run_recipe_name(exp.raw, run)].append(run)
+    from shapelm.config import group_of
+
+    for run in exp.runs:  # a seed's run follows its config entry's recipe
+        out[run_recipe_name(exp.raw, group_of(exp.runs[run]))].append(run)
     return out
 
 

@@ -287,7 +287,7 @@ def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str
     hours = dict.fromkeys(PLAN_STAGES, 0.0)
     hours["pretraining"] = total_train_flops(run) / per_gpu / 3600
     hours["evaluation"] = (STAGE_RUNTIME_MIN["eval_ppl"] + STAGE_RUNTIME_MIN["downstream"]) / 60
-    if exp.raw["runs"][name].get("decode"):  # the Table 12 latency pairs (common.smk DECODE_RUNS)
+    if exp.raw["runs"].get(name, {}).get("decode"):  # a seed instance: decoded on its first seed only  # the Table 12 latency pairs (common.smk DECODE_RUNS)
         hours["decode"] = STAGE_RUNTIME_MIN["decode_pair"] / 60 / 2  # one job serves the pair
     if run.get("longctx"):
         from shapelm.longctx.plan import longctx_settings, run_lengths

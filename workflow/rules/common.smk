@@ -52,7 +52,8 @@ DECODE = EXP.section("decode")
 DEFAULT_SOURCE = DATA.get("source", "default") == "default"
 VAL_SETS = DATA.get("validation_sets", [])
 LONGCTX_RUNS = [r for r in RUNS if EXP.run(r)["longctx"]]
-DECODE_RUNS = [r for r in RUNS if EXP.raw["runs"][r].get("decode", False)]
+# A run's later seeds (`seeds:`) are not in raw["runs"]: the first seed alone is decoded.
+DECODE_RUNS = [r for r in RUNS if EXP.raw["runs"].get(r, {}).get("decode", False)]
 
 
 wildcard_constraints:

@@ -224,6 +224,7 @@ def check_data(exp) -> list[str]:
             n, what = vocab[run["scale"]]
             model = int(run["model"]["vocab_size"])
             if n is not None and model < n:
+                name = run.get("seed_group", {}).get("run", name)  # a seed instance: its run's key
                 key = (f"runs.{name}.arch.vocab_size" if "vocab_size" in raw["runs"][name]["arch"]
                        else "model_defaults.vocab_size")
                 errors.append(

@@ -246,9 +246,50 @@ def derived_claims(ctx: Context) -> list[Claim]:
               "5-6% (review)", pcr.value / pb.value - 1 if pb and pcr else None,
               crown / b18 - 1 if crown and b18 else None, "pct"))
 
+    claims += lws_throughput_claims(ctx)
     for cl in claims:
         cl.status = _status(cl)
     return claims
+
+
+#: Our reading of "without a substantial decrease in training throughput" (LWS abstract): a
+#: variant within 5% of its baseline's tokens/s. The paper prints no throughput numbers.
+LWS_THROUGHPUT_TOLERANCE = 0.05
+
+
+def lws_throughput_claims(ctx: Context) -> list[Claim]:
+    """Per LWS variant: its training tokens/s over the isotropic baseline's at the same depth
+    (each the median of its logged steps, averaged over seeds), and the smallest such ratio."""
+    from shapelm.results.tables import throughput_base, throughput_ratio
+
+    lws = [n for n, r in ctx.exp.runs.items() if r["arch"].get("kind") == "lws" and ctx.exp.is_primary(n)]
+    out, ratios = [], []
+    source = "Abstract ('without a substantial decrease in training throughput')"
+    for name in lws:
+        base = throughput_base(ctx, name, lws)
+        if base is None or base == name:
+            continue
+        ratio = throughput_ratio(ctx, name, lws)
+        if ratio is not None:
+            ratios.append(ratio)
+        out.append(Claim(f"lws_throughput_{name}", f"LWS: {name} training tokens/s / {base}'s (same depth)",
+                         source, "no substantial loss", None, ratio, "f3",
+                         note=_throughput_note(ratio)))
+    if out:
+        worst = min(ratios) if len(ratios) == len(out) else None
+        out.append(Claim("lws_throughput_min", "LWS: smallest variant tokens/s / baseline tokens/s (same depth)",
+                         source, "no substantial loss", None, worst, "f3",
+                         note=_throughput_note(worst) if worst is not None else
+                         "pending until every variant and its baseline have a training log."))
+    return out
+
+
+def _throughput_note(ratio: float | None) -> str:
+    tol = f"{LWS_THROUGHPUT_TOLERANCE:.0%}"
+    if ratio is None:
+        return f"holds if >= {1 - LWS_THROUGHPUT_TOLERANCE:.2f} (our reading: within {tol})."
+    verdict = "holds" if ratio >= 1 - LWS_THROUGHPUT_TOLERANCE else "does not hold"
+    return f"{verdict} (our reading: within {tol} of the baseline)."
 
 
 def _has_row(row: str) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.config import Experiment, run_model_config, run_recipe
-from shapelm.results import readers
+from shapelm.results import readers, seeds
 
 # Default context lengths of the decode benchmark (Figure 5) and of the long-context evals.
 DECODE_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
@@ -58,12 +58,45 @@ def accounting(run: dict[str, Any]) -> dict[str, Any]:
 
 
 class Context:
-    """One experiment plus where its results live; every lookup is cached."""
+    """One experiment plus where its results live; every lookup is cached.
 
-    def __init__(self, exp: Experiment, results_dir: str | os.PathLike, work_dir: str | os.PathLike):
+    A run with `seeds:` is one row: its results (ppl, downstream, long context, throughput) are
+    the mean over the seeds that finished. `single` is the same context without that averaging,
+    for one seed's own values (their spread: shapelm.results.seeds)."""
+
+    def __init__(self, exp: Experiment, results_dir: str | os.PathLike, work_dir: str | os.PathLike,
+                 aggregate: bool = True):
         self.exp = exp
         self.results_dir = Path(results_dir)
         self.work_dir = Path(work_dir)
+        self.aggregate = aggregate
+        self.aggregated: Context = self  # the averaging context (a `single` points back to it)
+
+    @functools.cached_property
+    def single(self) -> "Context":
+        if not self.aggregate:
+            return self
+        one = Context(self.exp, self.results_dir, self.work_dir, aggregate=False)
+        one.aggregated = self
+        return one
+
+    def instances(self, name: str | None) -> list[str]:
+        """The seed instances behind a row (`seeds:`); [name] for a run without seeds."""
+        return self.exp.instances(name) if self.has_run(name) else ([name] if name else [])
+
+    def _over_seeds(self, run: str | None, read, combine):
+        """`read(instance)` of one run, or `combine` of its finished seeds' values."""
+        if not run:
+            return None
+        names = self.instances(run) if self.aggregate else [run]
+        if len(names) == 1:
+            return read(names[0])
+        found = [v for v in (read(n) for n in names) if v]
+        return combine(found) if found else None
+
+    def seeds_done(self, run: str | None) -> int:
+        """How many of a row's seeds have their held-out result (ppl.json)."""
+        return sum(1 for n in self.instances(run) if self.single.ppl(n))
 
     # ---- configuration
     def has_run(self, name: str | None) -> bool:
@@ -96,7 +129,9 @@ class Context:
         return out
 
     def runs_for_table(self, table: str) -> list[str]:
-        return [name for name, run in self.exp.runs.items() if table in run["tables"]]
+        """The runs listing `table`; a run's later seeds are not rows of their own."""
+        return [name for name, run in self.exp.runs.items()
+                if table in run["tables"] and self.exp.is_primary(name)]
 
     @functools.cached_property
     def decode_pairs(self) -> dict[str, tuple[str, str]]:
@@ -116,19 +151,56 @@ class Context:
 
     @functools.lru_cache(maxsize=None)
     def ppl(self, run: str | None) -> readers.PPL | None:
-        return readers.read_ppl(self.run_file(run, "ppl.json")) if run else None
+        return self._over_seeds(run, lambda r: readers.read_ppl(self.run_file(r, "ppl.json")),
+                                seeds.mean_ppl)
 
     @functools.lru_cache(maxsize=None)
     def downstream(self, run: str | None) -> readers.Downstream | None:
-        return readers.read_downstream(self.run_file(run, "downstream.json")) if run else None
+        return self._over_seeds(run, lambda r: readers.read_downstream(self.run_file(r, "downstream.json")),
+                                seeds.mean_downstream)
 
     @functools.lru_cache(maxsize=None)
     def proofpile(self, run: str | None) -> dict[int, float] | None:
-        return readers.read_proofpile(self.run_file(run, "proofpile.json")) if run else None
+        return self._over_seeds(run, lambda r: readers.read_proofpile(self.run_file(r, "proofpile.json")),
+                                seeds.mean_by_length)
 
     @functools.lru_cache(maxsize=None)
     def ruler(self, run: str | None) -> dict[int, float] | None:
-        return readers.read_ruler(self.run_file(run, "ruler.json")) if run else None
+        return self._over_seeds(run, lambda r: readers.read_ruler(self.run_file(r, "ruler.json")),
+                                seeds.mean_by_length)
+
+    @functools.lru_cache(maxsize=None)
+    def throughput(self, run: str | None) -> dict[str, Any] | None:
+        """Training throughput of a run (mean over its seeds): {"tokens_per_s" (all devices),
+        "tokens_per_s_device", "model_flops_device" (analytic train FLOPs x tokens/s per device),
+        "mfu", "device_type", "world_size"}. MFU is the logged one (the trainer's peak for the
+        GPU by name, or --peak-flops) or, on a GPU run logged without one, the analytic FLOP/s
+        over `resources.gpu_peak_tflops`; on CPU None (no meaningful peak)."""
+        return self._over_seeds(run, self._throughput_one, _mean_throughput)
+
+    def _throughput_one(self, run: str) -> dict[str, Any] | None:
+        if not self.has_run(run):
+            return None
+        found = readers.throughput(readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl") or [])
+        if not found:
+            return None
+        hw = (readers.read_manifest(self.work_dir / "runs" / run / "manifest.json") or {}).get("hardware") or {}
+        world = int(hw.get("world_size") or 1)
+        device = hw.get("device_type")
+        per_device = found["tokens_per_s"] / world
+        flops = self.acc(run)["flops_per_token"] * per_device
+        mfu = found["mfu"]
+        if mfu is None and device == "cuda":
+            from shapelm.train.observe import peak_flops_for
+
+            res = {**self.exp.raw.get("resources", {}),
+                   **self.exp.raw["scales"][self.exp.runs[run]["scale"]].get("resources", {})}
+            names = hw.get("devices") or [""]
+            peak = peak_flops_for(names[0]) or (float(res["gpu_peak_tflops"]) * 1e12
+                                                if "gpu_peak_tflops" in res else None)
+            mfu = flops / peak if peak else None
+        return {"tokens_per_s": found["tokens_per_s"], "tokens_per_s_device": per_device,
+                "model_flops_device": flops, "mfu": mfu, "device_type": device, "world_size": world}
 
     @functools.cached_property
     def decode_rows(self) -> list[dict[str, Any]]:
@@ -156,3 +228,12 @@ class Context:
             return None
         xs, ys = readers.loss_curve(records, self.exp.runs[run]["train"]["batch_tokens"])
         return (xs, ys) if xs else None
+
+
+def _mean_throughput(found: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: seeds.spread(f[k] for f in found).mean
+                           for k in ("tokens_per_s", "tokens_per_s_device", "model_flops_device", "mfu")}
+    devices = {f["device_type"] for f in found}
+    out["device_type"] = devices.pop() if len(devices) == 1 else "mixed"
+    out["world_size"] = found[0]["world_size"]
+    return out

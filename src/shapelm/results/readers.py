@@ -288,3 +288,35 @@ def loss_curve(records: list[dict[str, Any]], batch_tokens: int) -> tuple[list[f
             xs.append(tokens)
             ys.append(loss)
     return xs, ys
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any] | None:
+    """A run's manifest.json (shapelm.train.loop): its hardware (device type, names, world size)."""
+    data = load_json(path)
+    return data if isinstance(data, dict) else None
+
+
+def throughput(records: list[dict[str, Any]]) -> dict[str, float | None] | None:
+    """Training throughput from metrics.jsonl: the median over logged records of tokens/s (all
+    ranks together) and of the logged MFU (absent where the trainer knew no peak FLOP/s: CPU).
+
+    The first record is left out when there are others: it is the first step after a start or a
+    resume and holds compilation and warm-up. The median, not the mean, so that a step slowed
+    by a checkpoint or a neighbour's job does not move the figure."""
+    rows = [r for r in records if _num(r.get("tokens_per_s")) is not None]
+    if len(rows) > 1:
+        rows = rows[1:]
+    if not rows:
+        return None
+    tps = sorted(_num(r["tokens_per_s"]) for r in rows)
+    mfus = sorted(v for v in (_num(r.get("mfu")) for r in rows) if v is not None)
+    return {"tokens_per_s": _median(tps), "mfu": _median(mfus) if mfus else None, "records": len(rows)}
+
+
+def _median(sorted_values: list[float]) -> float:
+    n = len(sorted_values)
+    mid = n // 2
+    return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2

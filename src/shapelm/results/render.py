@@ -35,8 +35,8 @@ def to_csv(t: Table) -> str:
     w = csv.writer(buf, lineterminator="\n")
     head = ["run", "label"]
     for c in t.columns:
-        head += [f"{c.name}_paper", f"{c.name}_ours", f"{c.name}_ours_value", f"{c.name}_diff",
-                 f"{c.name}_rel_diff", f"{c.name}_status"]
+        head += [f"{c.name}_paper", f"{c.name}_ours", f"{c.name}_ours_value", f"{c.name}_ours_std",
+                 f"{c.name}_ours_n", f"{c.name}_diff", f"{c.name}_rel_diff", f"{c.name}_status"]
     head.append("notes")
     w.writerow(head)
     for r in t.rows:
@@ -44,7 +44,9 @@ def to_csv(t: Table) -> str:
         notes = []
         for c in t.columns:
             cell = t.cell(r.id, c.name)
-            line += [cell.paper, cell.ours_text, _num(cell.ours), _num(cell.diff_abs), _num(cell.diff_rel),
+            # _ours_value is the mean over a row's seeds; _ours_std (ddof 1) and _ours_n beside it
+            line += [cell.paper, cell.ours_text, _num(cell.ours), _num(cell.std),
+                     "" if cell.n is None else str(cell.n), _num(cell.diff_abs), _num(cell.diff_rel),
                      cell.status]
             if cell.note and cell.note not in notes:
                 notes.append(f"{c.name}: {cell.note}")

@@ -19,6 +19,7 @@ Cell status:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -27,6 +28,7 @@ from shapelm import reference as R
 from shapelm.reference import PrintedNumber
 from shapelm.results import fmt as F
 from shapelm.results.context import LONGCTX_LENGTHS, MLA_D_ROPE, MLA_R_KV, Context
+from shapelm.results.seeds import Spread, spread
 
 # ----------------------------------------------------------------------------- documented gaps
 
@@ -103,6 +105,8 @@ class Col:
     paper: bool = True  # False: a column only we report (paper cell "—")
     paper_from: tuple[str, str] | None = None  # paper value from (table, column) of the same row id
     stderr: Getter | None = None  # standard error of ours, printed as "± se" where the data have it
+    per_seed: bool = True  # metric over a row's seeds: mean ± std (n); False: the getter aggregates itself
+    absent: Callable[[Context, RowRef], "str | None"] | None = None  # why ours cannot exist (e.g. MFU on CPU)
 
 
 @dataclass
@@ -116,6 +120,8 @@ class Cell:
     status: str = ""
     note: str | None = None
     stderr: float | None = None
+    std: float | None = None  # sample std over the row's seeds (n >= 2)
+    n: int | None = None  # seeds behind ours (rows with `seeds:` only)
 
 
 @dataclass
@@ -266,7 +272,8 @@ def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | N
         base_id = base_of(row.id)
         if not base_id or base_id == row.id or base_id not in by_id:
             return None
-        a, b = src.get(ctx, row), src.get(ctx, by_id[base_id])
+        # The base at its mean over seeds, also when one seed of this row is evaluated.
+        a, b = src.get(ctx, row), src.get(ctx.aggregated, by_id[base_id])
         if a is None or b is None or (mode == "rel" and b == 0):
             return None  # a change relative to zero (a 0% accuracy base) has no value
         return a / b - 1.0 if mode == "rel" else a - b
@@ -324,6 +331,8 @@ TABLE_TITLES = {
     "tapered_table2": "Tapered Table 2: 760M / 1.3B language modeling and reasoning",
     "tapered_recipe": "Tapered Section 3.1: training recipe (config vs paper)",
     "lws_table3": "LWS Table 3: layer-wise scaling variants (~180M, 5B tokens)",
+    "lws_throughput": "LWS abstract: training throughput of the variants vs the isotropic baseline",
+    "throughput": "Training throughput per run (tokens/s, MFU)",
 }
 
 # Tables in paper_values.yaml that this project does not regenerate (and why).
@@ -446,21 +455,44 @@ def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
     )
 
 
+def over_seeds(ctx: Context, row: RowRef, col: Col) -> Spread | None:
+    """A metric column's value for each of the row's seeds (None for a row of one run)."""
+    names = ctx.instances(row.run)
+    if col.kind != "metric" or not col.per_seed or len(names) < 2:
+        return None
+    return spread(col.get(ctx.single, dataclasses.replace(row, run=name)) for name in names)
+
+
 def fill_cells(ctx: Context, table: Table) -> None:
     for row in table.rows:
         scaled = is_scaled_down(ctx, table.name, row.id)
+        planned = len(ctx.instances(row.run))
         for col in table.columns:
             text, p = paper_number(table.name, row, col)
-            ours = col.get(ctx, row)
+            seeds = over_seeds(ctx, row, col)
+            ours = col.get(ctx, row) if seeds is None else seeds.mean
             if ours is not None and not math.isfinite(ours):
                 ours = None
             cell = Cell(paper=text, ours=ours, ours_text=F.PENDING)
+
+            def fmt(x: float) -> str:
+                return F.fmt_like(x, p) if p else F.fmt_default(x, col.style)
+
             if ours is not None:
-                cell.ours_text = F.fmt_like(ours, p) if p else F.fmt_default(ours, col.style)
-                cell.stderr = col.stderr(ctx, row) if col.stderr else None
+                cell.ours_text = fmt(ours)
+                if seeds is not None:
+                    cell.std, cell.n = seeds.std, seeds.n
+                    std = f" ± {fmt(seeds.std)}" if seeds.std is not None else ""
+                    of = "" if seeds.n == planned else f" of {planned}"
+                    cell.ours_text += f"{std} (n={seeds.n}{of})"
+                else:
+                    cell.stderr = col.stderr(ctx, row) if col.stderr else None
                 if cell.stderr is not None:
-                    se = F.fmt_like(cell.stderr, p) if p else F.fmt_default(cell.stderr, col.style)
-                    cell.ours_text += f" ± {se}"
+                    cell.ours_text += f" ± {fmt(cell.stderr)}"
+            elif col.absent is not None and (why := col.absent(ctx, row)):
+                cell.ours_text, cell.status = why, "n/a"
+                table.cells[(row.id, col.name)] = cell
+                continue
             if p is None:
                 cell.status = F.PENDING if ours is None else ("n/a" if col.paper else "")
             elif ours is None:
@@ -742,10 +774,65 @@ def _lws(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     for c in cols:
         if c.name == "params":
             c.get, c.header = A("total_params"), c.header + " (total, untied embeddings)"
-        if c.name == "n_runs":
-            c.get = lambda ctx, row: 1.0 if ctx.ppl(row.run) else None
-        if c.name == "val_ppl_std":
-            c.get = lambda ctx, row: None  # one seed per run here
+        if c.name == "n_runs":  # the seeds with a result (`seeds:`; 1 for a run without)
+            c.get, c.per_seed, c.style = (lambda ctx, row: float(ctx.seeds_done(row.run)) or None), False, "int"
+        if c.name == "val_ppl_std":  # sample std (ddof 1) over the seeds; none for one seed
+            c.get, c.per_seed = _seed_std(ppl_get("val_ppl")), False
+    return cols, rows
+
+
+def _seed_std(get: Getter) -> Getter:
+    def std(ctx: Context, row: RowRef) -> float | None:
+        names = ctx.instances(row.run)
+        vals = spread(get(ctx.single, dataclasses.replace(row, run=n)) for n in names)
+        return vals.std
+    return std
+
+
+def throughput_base(ctx: Context, run: str, candidates: list[str]) -> str | None:
+    """The isotropic baseline a run's throughput is compared with: among `candidates`, the same
+    scale and depth, `variant: baseline` (LWS) or `kind: conventional` (Hourglass)."""
+    me = ctx.exp.runs[run]
+    for name in candidates:
+        other = ctx.exp.runs[name]
+        if (other["scale"] == me["scale"] and ctx.acc(name)["n_layers"] == ctx.acc(run)["n_layers"]
+                and (other["arch"].get("variant") == "baseline" or other["arch"].get("kind") == "conventional")):
+            return name
+    return None
+
+
+def throughput_ratio(ctx: Context, run: str, candidates: list[str]) -> float | None:
+    """tokens/s of `run` over its baseline's (`throughput_base`), each its mean over seeds."""
+    base = throughput_base(ctx, run, candidates)
+    a, b = ctx.throughput(run), ctx.aggregated.throughput(base) if base else None
+    return a["tokens_per_s"] / b["tokens_per_s"] if a and b and b["tokens_per_s"] else None
+
+
+def _throughput(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
+    """Training throughput per run from its metrics.jsonl (docs/RESULTS.md "Throughput"): no
+    paper values (the LWS paper states the claim in words; derived_claims checks it)."""
+    rows = paper_rows(ctx, name)
+
+    def T(key: str) -> Getter:
+        return lambda ctx, row: _f((ctx.throughput(row.run) or {}).get(key))
+
+    def no_peak(ctx: Context, row: RowRef) -> str | None:
+        t = ctx.throughput(row.run)
+        if t and t.get("device_type") != "cuda":
+            return f"n/a ({t.get('device_type') or 'unknown device'}: no peak FLOP/s)"
+        return None
+
+    cols = [_ours_only("n_layers", "L", "shape", A("n_layers"), "int"),
+            _ours_only("flops_per_token", "train FLOPs per token (analytic)", "shape", A("flops_per_token"), "e"),
+            _ours_only("tokens_per_s", "tokens/s (all devices, median of logged steps)", "metric",
+                       T("tokens_per_s"), "int"),
+            _ours_only("tokens_per_s_device", "tokens/s per device", "metric", T("tokens_per_s_device"), "int"),
+            _ours_only("model_tflops_device", "model FLOP/s per device (analytic FLOPs x tokens/s)", "metric",
+                       T("model_flops_device"), "e"),
+            _ours_only("mfu", "MFU (model FLOP/s / peak)", "metric", T("mfu"), "pct_plain"),
+            _ours_only("tokens_per_s_rel", "tokens/s / baseline at the same depth", "metric",
+                       lambda ctx, row: throughput_ratio(ctx, row.run, ctx.runs_for_table(name)) if row.run else None, "f3")]
+    cols[5].absent = no_peak
     return cols, rows
 
 
@@ -762,4 +849,6 @@ SPECIAL: dict[str, Callable[[Context, str], tuple[list[Col], list[RowRef]]]] = {
     "hourglass_longctx": _longctx,
     "tapered_table2": _tapered2,
     "lws_table3": _lws,
+    "lws_throughput": _throughput,
+    "throughput": _throughput,
 }
