@@ -20,7 +20,8 @@ from tests.conftest import tiny_arch
 def _gpt2(n_layer=4):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(n_layer=n_layer, n_embd=32, n_head=4, n_positions=64, vocab_size=101)
+    cfg = GPT2Config(n_layer=n_layer, n_embd=32, n_head=4, n_positions=64, vocab_size=101,
+                     bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(cfg).eval()
 
 

@@ -75,16 +75,6 @@ def _hub_cache() -> str:
     return str(constants.HF_HUB_CACHE)
 
 
-def hf_cached(repo_id: str) -> bool:
-    """Whether a hub model's config and weights are in the local cache (no network)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    def have(name: str) -> bool:
-        return isinstance(try_to_load_from_cache(repo_id, name), str)
-
-    return have("config.json") and (have("model.safetensors") or have("pytorch_model.bin"))
-
-
 def load_any(spec: str, device: str, dtype) -> LoadedModel:
     p = Path(spec)
     if p.exists():
