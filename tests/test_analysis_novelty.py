@@ -154,3 +154,26 @@ def test_cli_hf_model_missing_from_cache(tmp_path, capsys, monkeypatch):
     assert rc == 2
     err = capsys.readouterr().err
     assert "not loadable from the local Hugging Face cache" in err and "nothing is downloaded" in err
+
+
+def test_cli_on_a_hugging_face_model_directory(tmp_path):
+    """A saved (random) GPT-2 with its own tokenizer, on a text file: the Hugging Face path of the CLI."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = [f"w{i}" for i in range(99)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["<|endoftext|>", "<unk>", *words])},
+                                     unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    d = tmp_path / "hf"
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", unk_token="<unk>").save_pretrained(d)
+    _gpt2(n_layer=5).save_pretrained(d)
+    rng = np.random.default_rng(0)
+    text = tmp_path / "wiki.txt"
+    text.write_text("\n\n".join(" ".join(rng.choice(words, 40)) for _ in range(10)))
+    out = tmp_path / "o.json"
+    assert main(["analyze", "novelty", str(d), "--text", str(text), "--tokens", "300", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["model_kind"] == "hf" and data["n_layers"] == 5 and data["n_tokens"] == 300
+    assert data["seq_len"] == 64  # capped at n_positions
+    assert data["pearson_layers"] == [1, 2, 3] and all(-1 <= v <= 1 for v in data["rho_block"])

@@ -330,7 +330,7 @@ TABLE_TITLES = {
 NOT_REGENERATED = {
     "hourglass_text_claims": "folded into derived_claims",
     "hourglass_v1_summary": "informational only (seed 001, a different setup)",
-    "tapered_sec4_novelty": "GPT-2 layer-novelty analysis: no runs in this project",
+    "tapered_sec4_novelty": "its printed r ranges are drawn in the tapered_fig4_novelty figure",
 }
 # Tables without rows in paper_values.yaml that the project regenerates anyway.
 EXTRA_TABLES = ["hourglass_fig5_decode_latency", "hourglass_longctx"]
