@@ -324,6 +324,9 @@ TABLE_TITLES = {
     "tapered_table2": "Tapered Table 2: 760M / 1.3B language modeling and reasoning",
     "tapered_recipe": "Tapered Section 3.1: training recipe (config vs paper)",
     "lws_table3": "LWS Table 3: layer-wise scaling variants (~180M, 5B tokens)",
+    "tapered_fig3_schedules": "Tapered Figure 3: the runs drawn in the schedule figure (shapes)",
+    "tapered_fig4_novelty": "Tapered Figure 4: the runs whose layer-wise novelty is measured",
+    "lws_fig3_profiles": "LWS Figure 3: the runs drawn in the per-layer profile figure (shapes)",
 }
 
 # Tables in paper_values.yaml that this project does not regenerate (and why).
