@@ -509,11 +509,12 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
         if results:
             ax.legend(fontsize=6, loc="best")
     ax = axes[2]
-    ax.set_title("Pearson r with layer index (layers 1..L-2)", fontsize=9)
+    ax.set_title("Pearson r with layer index (layers 1..L-2)\nhatched: the paper's printed range (GPT-2 family)",
+                 fontsize=9)
     for k, q in enumerate(("mlp", "block")):
         lo, hi = paper[q]
         ax.add_patch(plt.Rectangle((k - 0.35, lo), 0.7, hi - lo, facecolor="none", edgecolor="#d62728",
-                                   hatch="//", lw=1.0, label="paper range (GPT-2 family)" if k == 0 else None))
+                                   hatch="//", lw=1.0))
         ax.text(k, hi + 0.03, f"paper {lo:.2f}-{hi:.2f}", ha="center", fontsize=7, color="#d62728")
         for i, (label, data, ours) in enumerate(results):
             r = data.get(f"pearson_r_{q}")
@@ -528,7 +529,6 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
     ax.set_ylim(-1.05, 1.1)
     ax.axhline(0, color="black", lw=0.6)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7, loc="lower left")
     if not results:
         for a in axes[:2]:
             _pending(a, "pending: no novelty.json yet" if runs else
