@@ -631,6 +631,7 @@ FIGURES_ISSUE15 = {
                           "layer-wise scaling variants, from the configs."),
 }
 
+
 FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
     "hourglass_fig2_frozen_head": (fig2_frozen_head, "Figure 2: training loss of the three 403M frozen-LM-head configurations."),
     "hourglass_fig3_906m_sweep": (fig3_906m_sweep, "Figure 3: 906M sweep, validation PPL vs training FLOPs per step; "
