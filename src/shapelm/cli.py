@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "shapelm.train.cli",
     "shapelm.evaluation.cli",
     "shapelm.longctx.cli",
+    "shapelm.analysis.cli",
     "shapelm.decode.cli",
     "shapelm.results.cli",
     "shapelm.workflow_cli",

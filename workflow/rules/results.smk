@@ -15,6 +15,8 @@ def run_outputs(run):
             f"{RESULTS}/runs/{run}/proofpile.json",
             f"{RESULTS}/runs/{run}/ruler.json",
         ]
+    if run in NOVELTY_RUNS:
+        outs.append(f"{RESULTS}/runs/{run}/novelty.json")
     return outs
 
 
@@ -48,6 +50,7 @@ rule results:
         experiment=f"{WORK}/experiment.json",
         runs=ALL_RUN_OUTPUTS,
         decode=DECODE_OUTPUTS,
+        novelty=NOVELTY_HF_OUTPUTS,
     output:
         [_report(a) if a.get("report", True) else a["path"] for a in ARTIFACTS],
     log:

@@ -26,6 +26,7 @@ for _table in _TABLES:
                 if _table in ("hourglass_table12", "hourglass_fig5_decode")
                 else []
             ),
+            analysis=NOVELTY_HF_OUTPUTS if _table == NOVELTY_FIGURE else [],
         output:
             touch(f"{RESULTS}/.targets/table_{_table}.done"),
         log:

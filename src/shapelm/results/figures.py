@@ -456,6 +456,182 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     return fig
 
 
+# ------------------------------------------------- seed 002 Section 4 and the static shape figures
+
+
+def _novelty_results(ctx: Context) -> list[tuple[str, dict, bool]]:
+    """(label, novelty JSON, is ours) for our runs listing the figure, then the cached HF models."""
+    from shapelm.results.readers import load_json
+
+    out = []
+    for run in ctx.runs_for_table("tapered_fig4_novelty"):
+        data = load_json(ctx.run_file(run, "novelty.json"))
+        if isinstance(data, dict):
+            out.append((_label(ctx, run), data, True))
+    hf_dir = ctx.results_dir / "analysis" / "novelty"
+    for path in sorted(hf_dir.glob("*.json")) if hf_dir.is_dir() else []:
+        data = load_json(path)
+        if isinstance(data, dict):
+            out.append((path.stem, data, False))
+    return out
+
+
+def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
+    """rho^MLP and rho^block per layer (relative depth), and their Pearson r with layer index
+    beside the paper's printed ranges (Section 4: GPT-2 family, 2,048 WikiText-2 tokens)."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), gridspec_kw={"width_ratios": [1, 1, 0.8]})
+    results = _novelty_results(ctx)
+    runs = ctx.runs_for_table("tapered_fig4_novelty")
+    paper = {q: (R.printed("tapered_sec4_novelty", f"novelty_rho_{q}", "r_min").value,
+                 R.printed("tapered_sec4_novelty", f"novelty_rho_{q}", "r_max").value) for q in ("mlp", "block")}
+    for ax, q, title in ((axes[0], "mlp", "ρ_l^MLP: MLP write vs the residual it joins"),
+                         (axes[1], "block", "ρ_l^block: layer write vs its input")):
+        ax.set_title(title, fontsize=9)
+        for i, (label, data, ours) in enumerate(results):
+            rho = data.get(f"rho_{q}") or []
+            n = len(rho)
+            if n < 2:
+                continue
+            xs = [layer / (n - 1) for layer in range(n)]
+            col = SCALE_COLORS[i % len(SCALE_COLORS)] if ours else plt.cm.Greys(0.45 + 0.5 * i / max(1, len(results)))
+            inner = set(data.get("pearson_layers") or [])
+            ax.plot(xs, [v if v is not None else float("nan") for v in rho], color=col, lw=1.2,
+                    ls="-" if ours else "--", label=f"{label}{'' if ours else ' (HF)'}")
+            ax.scatter([x for j, x in enumerate(xs) if j in inner], [rho[j] for j in range(n) if j in inner],
+                       color=col, s=14, zorder=3)
+            ax.scatter([x for j, x in enumerate(xs) if j not in inner and rho[j] is not None],
+                       [rho[j] for j in range(n) if j not in inner and rho[j] is not None],
+                       facecolors="none", edgecolors=col, s=18, zorder=3)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_xlabel("relative depth l / (L-1)  (hollow: first/last, omitted from r)")
+        ax.set_ylabel("mean cosine over tokens")
+        ax.grid(alpha=0.3)
+        if results:
+            ax.legend(fontsize=6, loc="best")
+    ax = axes[2]
+    ax.set_title("Pearson r with layer index (layers 1..L-2)\nhatched: the paper's printed range (GPT-2 family)",
+                 fontsize=9)
+    for k, q in enumerate(("mlp", "block")):
+        lo, hi = paper[q]
+        ax.add_patch(plt.Rectangle((k - 0.35, lo), 0.7, hi - lo, facecolor="none", edgecolor="#d62728",
+                                   hatch="//", lw=1.0))
+        ax.text(k, hi + 0.03, f"paper {lo:.2f}-{hi:.2f}", ha="center", fontsize=7, color="#d62728")
+        for i, (label, data, ours) in enumerate(results):
+            r = data.get(f"pearson_r_{q}")
+            if r is None:
+                continue
+            col = SCALE_COLORS[i % len(SCALE_COLORS)] if ours else "#555555"
+            ax.scatter([k + 0.25 * (i / max(1, len(results) - 1) - 0.5)], [r], color=col,
+                       marker="o" if ours else "s", s=28, zorder=3)
+    ax.set_xticks([0, 1])
+    ax.set_xticklabels(["ρ^MLP", "ρ^block"])
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(-1.05, 1.1)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.grid(alpha=0.3, axis="y")
+    if not results:
+        for a in axes[:2]:
+            _pending(a, "pending: no novelty.json yet" if runs else
+                     f"no runs configured\nin experiment '{ctx.exp.name}'")
+    n_tok = sorted({d.get("n_tokens") for _, d, _ in results})
+    fig.suptitle("Tapered Figure 4: layer-wise novelty" + (f" ({', '.join(map(str, n_tok))} tokens)" if n_tok else "")
+                 + "; paper: GPT-2 family, 2,048 WikiText-2 tokens; ρ as defined in docs/RESULTS.md", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _arch_of(ctx: Context, run: str) -> dict:
+    return ctx.exp.runs[run].get("arch", {})
+
+
+def tapered_fig3_schedules(ctx: Context) -> plt.Figure:
+    """The three decay schedules (linear, cosine, sigmoid) as d_ff(l)/d_ff across depth, at the
+    shape of the first tapered run listing the figure; every listed run's built widths on top."""
+    from shapelm.config import run_model_config
+    from shapelm.model.schedules import tapered_raw, tapered_widths
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.set_title("Tapered Figure 3: MLP width schedules across depth", fontsize=10)
+    runs = ctx.runs_for_table("tapered_fig3_schedules")
+    ref = next((r for r in runs if _arch_of(ctx, r).get("kind") == "tapered"), None)
+    if ref is None:
+        _no_runs(ax, ctx, "Tapered Figure 3 (a tapered run)")
+        return fig
+    a = _arch_of(ctx, ref)
+    d_ff, n_layers, start, end = int(a["d_ff"]), int(a["n_layers"]), float(a["start"]), float(a["end"])
+    multiple, k = int(a.get("multiple", 16)), float(a.get("sigmoid_k", 10))
+    xs = list(range(n_layers))
+    colors = {"linear": "#1f77b4", "cosine": "#d62728", "sigmoid": "#2ca02c"}
+    for s in SCHEDULES:
+        raw = tapered_raw(start * d_ff, end * d_ff, n_layers, s, k)
+        ax.plot(xs, [v / d_ff for v in raw], color=colors[s], lw=1.0, ls=":")
+        widths = tapered_widths(d_ff, n_layers, s, start, end, multiple, k)
+        ax.step(xs, [w / d_ff for w in widths], where="mid", color=colors[s], lw=1.4,
+                label=f"{s} (built, multiples of {multiple}; dotted: unrounded)")
+    ax.axhline(1.0, color="black", lw=0.9, ls="--", label="uniform d_ff")
+    for i, run in enumerate(runs):
+        widths = [sum(layer.ffn_widths) for layer in run_model_config(ctx.exp.runs[run]).layers]
+        ax.scatter(range(len(widths)), [w / d_ff for w in widths], s=12, zorder=3, color="black",
+                   marker="ox+^v"[i % 5], label=f"{_label(ctx, run)} (config)")
+    ax.set_xlabel("layer index l")
+    ax.set_ylabel(f"d_ff(l) / d_ff   (d_ff = {d_ff})")
+    ax.text(0.99, 0.97, f"start/end {start:g}/{end:g}, L = {n_layers}, sigmoid k = {k:g}\n"
+            f"every schedule sums to L·d_ff (matched parameters)", transform=ax.transAxes, ha="right",
+            va="top", fontsize=7)
+    ax.legend(fontsize=6.5, loc="lower left")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def lws_fig3_profiles(ctx: Context) -> plt.Figure:
+    """Per-layer FFN width and query-head count of the layer-wise scaling variants, as built."""
+    from shapelm.config import run_model_config
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    runs = ctx.runs_for_table("lws_fig3_profiles")
+    if not runs:
+        for ax in axes:
+            _no_runs(ax, ctx, "LWS Figure 3 (the layer-wise scaling variants)")
+        return fig
+    depths = set()
+    for i, run in enumerate(runs):
+        cfg = run_model_config(ctx.exp.runs[run])
+        depths.add(cfg.n_layers)
+        col = SCALE_COLORS[i % len(SCALE_COLORS)]
+        xs = list(range(cfg.n_layers))
+        label = f"{_label(ctx, run)} (L={cfg.n_layers})"
+        axes[0].plot(xs, [sum(layer.ffn_widths) / cfg.d_model for layer in cfg.layers], "o-", ms=3, color=col,
+                     label=label)
+        axes[1].plot(xs, [layer.attention.n_heads if layer.attention else 0 for layer in cfg.layers], "o-", ms=3,
+                     color=col, label=label)
+        axes[1].plot(xs, [layer.attention.n_kv_heads if layer.attention else 0 for layer in cfg.layers], ":",
+                     color=col, lw=0.9)
+    axes[0].set_ylabel("FFN width / d_model  (β_i after rounding)")
+    axes[1].set_ylabel("query heads (solid), KV heads (dotted)")
+    for ax, title in zip(axes, ("FFN width per layer", "attention heads per layer")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("layer index")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"LWS Figure 3: per-layer allocation profiles (L = {', '.join(map(str, sorted(depths)))}; "
+                 "paper: the 18-layer baseline / vanilla / framed / reverse / crown)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+FIGURES_ISSUE15 = {
+    "tapered_fig3_schedules": (tapered_fig3_schedules, "Tapered Figure 3: the linear, cosine and sigmoid MLP width "
+                               "schedules across depth (built widths; dotted: unrounded), with the configured "
+                               "runs' per-layer widths."),
+    "tapered_fig4_novelty": (tapered_fig4_novelty, "Tapered Figure 4: layer-wise novelty, the mean cosine of each "
+                             "layer's MLP write (and whole-layer write) with the residual it is added to, per "
+                             "layer; right: the Pearson r with layer index (first and last layers omitted) beside "
+                             "the paper's printed ranges for the GPT-2 family."),
+    "lws_fig3_profiles": (lws_fig3_profiles, "LWS Figure 3: per-layer FFN width and attention heads of the "
+                          "layer-wise scaling variants, from the configs."),
+}
+
+
 FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
     "hourglass_fig2_frozen_head": (fig2_frozen_head, "Figure 2: training loss of the three 403M frozen-LM-head configurations."),
     "hourglass_fig3_906m_sweep": (fig3_906m_sweep, "Figure 3: 906M sweep, validation PPL vs training FLOPs per step; "
@@ -475,6 +651,8 @@ FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
     "tapered_fig2_blocks": (tapered_blocks, "Tapered Figure 2: validation PPL of uniform vs three-block MLP widths; "
                             "hatched bars are the paper's values quoted in the text."),
 }
+
+FIGURES.update(FIGURES_ISSUE15)
 
 
 def write_figure(ctx: Context, name: str, figures_dir: Path) -> list[Path]:

@@ -333,13 +333,16 @@ TABLE_TITLES = {
     "lws_table3": "LWS Table 3: layer-wise scaling variants (~180M, 5B tokens)",
     "lws_throughput": "LWS abstract: training throughput of the variants vs the isotropic baseline",
     "throughput": "Training throughput per run (tokens/s, MFU)",
+    "tapered_fig3_schedules": "Tapered Figure 3: the runs drawn in the schedule figure (shapes)",
+    "tapered_fig4_novelty": "Tapered Figure 4: the runs whose layer-wise novelty is measured",
+    "lws_fig3_profiles": "LWS Figure 3: the runs drawn in the per-layer profile figure (shapes)",
 }
 
 # Tables in paper_values.yaml that this project does not regenerate (and why).
 NOT_REGENERATED = {
     "hourglass_text_claims": "folded into derived_claims",
     "hourglass_v1_summary": "informational only (seed 001, a different setup)",
-    "tapered_sec4_novelty": "GPT-2 layer-novelty analysis: no runs in this project",
+    "tapered_sec4_novelty": "its printed r ranges are drawn in the tapered_fig4_novelty figure",
 }
 # Tables without rows in paper_values.yaml that the project regenerates anyway.
 EXTRA_TABLES = ["hourglass_fig5_decode_latency", "hourglass_longctx"]
