@@ -37,6 +37,7 @@ class StaticKVCache:
             self.keys.append(torch.zeros(shape, device=device, dtype=dtype))
             self.values.append(torch.zeros(shape, device=device, dtype=dtype))
         self.lengths = [0] * len(config.layers)
+        self.memory: dict[int, object] = {}  # Titans layers' memory state, set by their forward
 
     @property
     def seq_len(self) -> int:
@@ -45,6 +46,7 @@ class StaticKVCache:
 
     def reset(self) -> None:
         self.lengths = [0] * len(self.lengths)
+        self.memory.clear()
 
     def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
         buf_k, buf_v = self.keys[layer_idx], self.values[layer_idx]
