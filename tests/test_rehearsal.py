@@ -89,7 +89,7 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
             assert np.isfinite(record["loss"]), (name, record)
     finally:
         torch.set_num_threads(threads)
-    assert len(small.runs) == 78
+    assert len(small.runs) == 82
 
 
 def _preempt_when_holding(repo: Path, stop: threading.Event, seen: dict) -> None:
