@@ -216,3 +216,27 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
         assert p_tapered == pytest.approx(p_uniform, rel=1e-3) and f_tapered == pytest.approx(f_uniform, rel=1e-3)
     tiny = load_experiment(root / "configs" / "default.yaml")
     assert {"tp760m_titans_uniform", "tp760m_titans_cosine_1p5_0p5"} <= set(tiny.runs)
+
+
+def test_remote_code_export_matches(tmp_path):
+    """HF export with trust_remote_code: the self-contained memory and windowed attention give
+    shapelm's logits; right padding is accepted, left padding (the memory would learn it) refused."""
+    from test_parity_hf import _export_and_load, cfg, ids, randomized
+
+    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12}
+    model = randomized(cfg(layers=[layer, {"attention": None, "ffn_widths": [16]}, layer]))
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, NeuralMemory):
+                m.gate_proj.weight.normal_(0, 0.5)
+    info, hf = _export_and_load(tmp_path, model, "titans")
+    assert info["architecture"] == "ShapelmForCausalLM"
+    x = ids(seq=30)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+        right = torch.ones_like(x)
+        right[0, 25:] = 0
+        torch.testing.assert_close(hf(x, attention_mask=right).logits[0, :25], model(x[:1, :25]).logits[0],
+                                   rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match="left padding"):
+            hf(x, attention_mask=right.flip(-1))
