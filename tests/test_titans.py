@@ -240,3 +240,22 @@ def test_remote_code_export_matches(tmp_path):
                                    rtol=1e-5, atol=1e-5)
         with pytest.raises(ValueError, match="left padding"):
             hf(x, attention_mask=right.flip(-1))
+
+
+def test_memory_carries_information_beyond_the_window():
+    """Two window-3 layers reach 4 tokens back; a token 12 back still changes the output through
+    the memory, and stops doing so when the memory can no longer write."""
+    torch.manual_seed(4)
+    model = build_model(titans_cfg(window=3, chunk=4)).eval()
+    ids = torch.randint(0, V - 1, (1, 16))
+    moved = ids.clone()
+    moved[0, 0] = V - 1
+    with torch.no_grad():
+        delta = (model(ids).logits[0, 12:] - model(moved).logits[0, 12:]).abs().max()
+        assert delta > 1e-4
+        for block in model.layers:
+            block.attn.memory.gate_proj.weight.zero_()
+            block.attn.memory.k_proj.weight.zero_()  # keys and values 0: every inner gradient is 0,
+            block.attn.memory.v_proj.weight.zero_()  # so the memory stores nothing of the tokens
+        frozen = (model(ids).logits[0, 12:] - model(moved).logits[0, 12:]).abs().max()
+    assert frozen < 1e-6
