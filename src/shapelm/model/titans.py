@@ -16,8 +16,8 @@ Chunk-parallel form (`chunk_memory`): with u_s the gradient of token s at M0 (th
 weights), S0 the momentum at chunk start, and lower-triangular B[t,r] = prod_{r<q<=t}(1-alpha_q),
 E[r,s] = prod_{s<q<=r} eta_q,
 
-    M_t = beta_t M0 + gamma_t S0 - sum_{s<=t} C[t,s] u_s,   C = (B @ E) * theta_s,
-    beta_t = B[t,0]-like prod_{q<=t}(1-alpha_q),  gamma_t = sum_r B[t,r] E_r.
+    M_t = beta_t M0 + gamma_t S0 - sum_{s<=t} C[t,s] u_s,   C[t,s] = (B @ E)[t,s] theta_s,
+    beta_t = prod_{q<=t}(1-alpha_q),  E_r = prod_{q<=r} eta_q,  gamma_t = sum_{r<=t} B[t,r] E_r.
 
 For a 2-layer MLP every u_s is a pair of rank-1 matrices (d1_s k_s^T, d2_s a_s^T), so M_t(q_t)
 is computed without materialising per-token weights: W1_t q_t = beta_t W1_0 q_t + gamma_t S1_0 q_t
