@@ -14,6 +14,14 @@ formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
     and product 5*q (g = q elementwise, H headwise; sigmoid counted as 4 FLOPs per gate value,
     like the SiLU in the sub-MLP term); it caches nothing, so KV bytes are unchanged.
 
+  Titans (mixer "titans", MAL) is its sliding-window attention (the score terms at the mean
+    number of keys a query sees, 2w - w^2/S for S >= w in place of S) plus the memory
+    (`titans_memory_flops`: every matmul the chunk-parallel form does, exactly, and an
+    elementwise estimate), a second RMSNorm 7*d and two residual adds 4*d. Its decoding state
+    is `recurrent_state_bytes` (the memory's chunk-start weights, weights and momentum per
+    sequence), in addition to the attention's KV (the static cache keeps every key; only the
+    last `window` are read).
+
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
 """
 
@@ -27,7 +35,7 @@ from shapelm.model.config import LayerShape, ModelConfig
 @dataclass(frozen=True)
 class ParamCounts:
     embedding: int  # input embedding + LM head (two matrices; one when tied)
-    attention: int  # Q, K, V, O matrices (and the output gate's, for gated attention)
+    attention: int  # the token mixers: Q, K, V, O (+ gated attention's gate, Titans' memory)
     ffn: int  # all sub-MLP matrices
     norm: int  # every RMSNorm weight: pre-attention, QK-norms, one per sub-MLP, final
 
@@ -54,6 +62,9 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
         if attn is not None:
             attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d + d * gate_width(layer)
             norm += d + ((attn.d_attn + attn.kv_width) if cfg.qk_norm else 0)
+            if layer.mixer == "titans":
+                attention += titans_memory_params(d, layer)
+                norm += d  # the norm between memory and attention
         for width in layer.ffn_widths:
             ffn += 3 * d * width
             norm += d
@@ -67,6 +78,49 @@ def gate_width(layer: LayerShape) -> int:
     if not layer.gated:
         return 0
     return layer.attention.d_attn if layer.gate == "elementwise" else layer.attention.n_heads
+
+
+def titans_memory_params(d_model: int, layer: LayerShape) -> int:
+    """The memory's q, k, v, o projections (d_attn wide), its theta/eta/alpha gates (one per head
+    each) and its initial weights W1 [H, m, hd], W2 [H, hd, m]."""
+    a = layer.attention
+    return 4 * d_model * a.d_attn + 3 * d_model * a.n_heads + 2 * a.n_heads * layer.memory_hidden * a.head_dim
+
+
+def titans_memory_flops(d_model: int, layer: LayerShape, seq_len: int) -> tuple[float, float]:
+    """(matmul, elementwise) forward FLOPs per token of the memory, chunk c = min(chunk, S).
+
+    Matmuls, per head (shapelm.model.titans.chunk_memory, exact when c divides S): the gradients
+    at the chunk-start weights 6*m*hd; retrieval through both layers with the chunk-start weights
+    and momentum 8*m*hd plus the within-chunk attention-like terms 4*c*(m + hd); the chunk-end
+    weights and momentum 8*m*hd; the decay/momentum coefficient matrices 2*c^2 + 2*c. Plus the
+    projections 8*d*d_attn + 6*d*H. Elementwise (an estimate): 20*m + 10*hd + 8*c per head
+    (SiLU and its derivative, the error, the combinations), 6*d_attn (q/k L2 norms), 15*H (gates).
+    """
+    a = layer.attention
+    h, hd, m = a.n_heads, a.head_dim, layer.memory_hidden
+    c = min(layer.memory_chunk, seq_len)
+    matmul = 8 * d_model * a.d_attn + 6 * d_model * h + h * (22 * m * hd + 4 * c * (m + hd) + 2 * c * c + 2 * c)
+    elementwise = h * (20 * m + 10 * hd + 8 * c) + 6 * a.d_attn + 15 * h
+    return float(matmul), float(elementwise)
+
+
+def attended_keys(layer: LayerShape, seq_len: int) -> float:
+    """Twice the mean number of keys a query attends to: S for causal attention (the A.8 'causal
+    half' convention), 2w - w^2/S under a sliding window w < S."""
+    w = layer.window
+    if w is None or w >= seq_len:
+        return float(seq_len)
+    return 2.0 * w - w * w / seq_len
+
+
+def recurrent_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int:
+    """Per sequence, Titans' memory state carried while decoding: W0, W, S (two matrices each)
+    per titans layer (float32 by default: the memory is computed in float32)."""
+    return sum(
+        3 * 2 * layer.attention.n_heads * layer.memory_hidden * layer.attention.head_dim * bytes_per_element
+        for layer in cfg.layers if layer.mixer == "titans"
+    )
 
 
 @dataclass(frozen=True)
@@ -97,8 +151,11 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
             dense += 2 * d * (q + 2 * kv) + 3.5 * (q + kv) + 2 * d * q
             if layer.gated:
                 dense += 2 * d * gate_width(layer) + 5 * q
-            scores += 1.0 * seq_len * q + 3 * seq_len * attn.n_heads + 2.0 * seq_len * q
+            keys = attended_keys(layer, seq_len)
+            scores += 1.0 * keys * q + 3 * keys * attn.n_heads + 2.0 * keys * q
             dense += 7 * d  # pre-attention norm
+            if layer.mixer == "titans":
+                dense += sum(titans_memory_flops(d, layer, seq_len)) + 7 * d + 4 * d
         for width in layer.ffn_widths:
             dense += 6 * d * width + 10 * width + 2 * d + 7 * d
     dense += 7 * d + 2 * d * vocab  # final norm and LM head
@@ -120,7 +177,9 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     for layer in cfg.layers:
         if layer.attention is not None:
             a = layer.attention.d_attn
-            total += 8 * d * a + 2 * seq_len * a + 2 * d * gate_width(layer)
+            total += 8 * d * a + 2 * attended_keys(layer, seq_len) * a + 2 * d * gate_width(layer)
+            if layer.mixer == "titans":
+                total += titans_memory_flops(d, layer, seq_len)[0]
         total += sum(6 * d * w for w in layer.ffn_widths)
     return total
 

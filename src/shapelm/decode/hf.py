@@ -32,7 +32,9 @@ def llama_config(cfg):
     if attn is None or len(widths) != 1:
         raise ShapelmError("to_llama: LLaMA layers have attention and exactly one FFN")
     if any(layer.mixer != "attention" for layer in cfg.layers):
-        raise ShapelmError("to_llama: LLaMA attention has no output gate; the config has gated_attention layers")
+        mixers = sorted({layer.mixer for layer in cfg.layers} - {"attention", "none"})
+        raise ShapelmError(f"to_llama: LLaMA attention has no output gate or memory; "
+                           f"the config has {', '.join(mixers)} layers")
     if cfg.qk_norm or cfg.norm_placement != "pre" or cfg.rope_scaling:
         raise ShapelmError("to_llama: needs qk_norm False, norm_placement 'pre' and no rope_scaling")
     return LlamaConfig(

@@ -21,6 +21,7 @@ from shapelm.decode.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
+from shapelm.model.titans import NeuralMemory
 from shapelm.model.transformer import RMSNorm, Transformer, build_model
 
 try:  # skips torch's initialisers on meta tensors (values are drawn after materialising)
@@ -68,9 +69,9 @@ def build_decode_model(
     """
     cfg = mixer_config(cfg, mixer, n_kv_heads)
     if mixer == "mla":
-        if any(layer.gated for layer in cfg.layers):
-            raise ShapelmError("mixer 'mla' replaces each attention module and would drop its output gate: "
-                               "the config has gated_attention layers")
+        if any(layer.mixer not in ("attention", "none") for layer in cfg.layers):
+            raise ShapelmError("mixer 'mla' replaces each attention module and would drop its output gate "
+                               "or memory: the config has gated_attention or titans layers")
         mla = mla or MLASpec()
     model = build_model(cfg, "meta")
     with torch.device("meta"), _skip_init():
@@ -86,6 +87,8 @@ def build_decode_model(
                 module.weight.normal_(0.0, cfg.init_std, generator=gen)
             elif isinstance(module, RMSNorm):
                 module.weight.fill_(1.0)
+            elif isinstance(module, NeuralMemory):
+                module.reset_memory()
     model.mixer = mixer
     model.mla = mla if mixer == "mla" else None
     return model.eval()

@@ -2,9 +2,10 @@
 
 The same computation as `shapelm.model.transformer` (per-layer attention shape, K residual
 SwiGLU sub-MLPs per layer, pre or reordered RMSNorm, optional QK-norm over full q/k widths,
-RoPE with optional YaRN), written self-contained. Parameter names are shapelm's under
-``model.``, so the export is a rename. No KV cache: `use_cache` is off and generation
-recomputes the prefix (correct, slower); an attention mask handles right or left padding.
+RoPE with optional YaRN, gated attention, Titans MAL), written self-contained. Parameter names
+are shapelm's under ``model.``, so the export is a rename. No KV cache: `use_cache` is off and
+generation recomputes the prefix (correct, slower); an attention mask handles right or left
+padding, except in Titans models, whose memory would learn the left padding (refused).
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, shape, gate=None):
+    def __init__(self, config, shape, gate=None, window=None):
         super().__init__()
+        self.window = window
         self.n_heads, self.n_kv_heads, self.head_dim = shape["n_heads"], shape["n_kv_heads"], shape["head_dim"]
         d, d_attn, kv = config.hidden_size, self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d, d_attn, bias=False)
@@ -94,6 +96,10 @@ class Attention(nn.Module):
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        if self.window is not None:  # sliding window (Titans MAL): 0 <= i - j < window
+            rel = torch.arange(s, device=x.device)[:, None] - torch.arange(s, device=x.device)
+            band = ((rel >= 0) & (rel < self.window))[None, None]
+            mask = band if mask is None else mask & band
         if mask is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1)
         else:
@@ -102,6 +108,85 @@ class Attention(nn.Module):
         if self.gate_proj is not None:
             out = out * torch.sigmoid(self.gate_proj(x)).view(b, s, self.n_heads, -1)
         return self.o_proj(out.reshape(b, s, self.n_heads * self.head_dim))
+
+
+def _dsilu(z):
+    sig = torch.sigmoid(z)
+    return sig * (1 + z * (1 - sig))
+
+
+class NeuralMemory(nn.Module):
+    """Titans' memory (shapelm.model.titans): per head M(x) = W2 SiLU(W1 x) learned at test time on
+    ||M(k) - v||^2 with momentum and forgetting, chunk-parallel (gradients at chunk-start weights)."""
+
+    def __init__(self, d, n_heads, head_dim, hidden, chunk):
+        super().__init__()
+        self.n_heads, self.head_dim, self.hidden, self.chunk = n_heads, head_dim, hidden, chunk
+        width = n_heads * head_dim
+        self.q_proj = nn.Linear(d, width, bias=False)
+        self.k_proj = nn.Linear(d, width, bias=False)
+        self.v_proj = nn.Linear(d, width, bias=False)
+        self.o_proj = nn.Linear(width, d, bias=False)
+        self.gate_proj = nn.Linear(d, 3 * n_heads, bias=False)
+        self.w1 = nn.Parameter(torch.zeros(n_heads, hidden, head_dim))
+        self.w2 = nn.Parameter(torch.zeros(n_heads, head_dim, hidden))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+
+        def heads(p):
+            return p(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2).float()
+
+        q, k, v = F.normalize(heads(self.q_proj), dim=-1), F.normalize(heads(self.k_proj), dim=-1), heads(self.v_proj)
+        g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)
+        theta = 0.2 / self.hidden * torch.sigmoid(g[0])
+        log_eta, log_keep = F.logsigmoid(g[1] + 2.0), F.logsigmoid(-(g[2] - 5.0))
+        w1, w2 = self.w1.float().expand(b, -1, -1, -1), self.w2.float().expand(b, -1, -1, -1)
+        s1, s2 = torch.zeros_like(w1), torch.zeros_like(w2)
+        outs = []
+        for start in range(0, t, self.chunk):
+            sl = slice(start, min(start + self.chunk, t))
+            qc, kc, vc, th = q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl]
+            c = qc.shape[2]
+            tril = torch.ones(c, c, dtype=torch.bool, device=x.device).tril()
+            ck, ce = log_keep[..., sl].cumsum(-1), log_eta[..., sl].cumsum(-1)
+            bm = torch.exp((ck[..., :, None] - ck[..., None, :]).masked_fill(~tril, -math.inf))
+            em = torch.exp((ce[..., :, None] - ce[..., None, :]).masked_fill(~tril, -math.inf))
+            beta, e = ck.exp(), ce.exp()
+            gamma = (bm @ e.unsqueeze(-1)).squeeze(-1)
+            coef = (bm @ em) * th.unsqueeze(-2)
+            z = kc @ w1.transpose(-1, -2)
+            a = F.silu(z)
+            d2 = 2 * (a @ w2.transpose(-1, -2) - vc)
+            d1 = (d2 @ w2) * _dsilu(z)
+            h = beta[..., None] * (qc @ w1.transpose(-1, -2)) + gamma[..., None] * (qc @ s1.transpose(-1, -2))
+            a_q = F.silu(h - (coef * (qc @ kc.transpose(-1, -2))) @ d1)
+            y = beta[..., None] * (a_q @ w2.transpose(-1, -2)) + gamma[..., None] * (a_q @ s2.transpose(-1, -2))
+            outs.append(y - (coef * (a_q @ a.transpose(-1, -2))) @ d2)
+            lw, ls = coef[..., -1, :].unsqueeze(-1), (em[..., -1, :] * th).unsqueeze(-1)
+            b_c, g_c, e_c = beta[..., -1, None, None], gamma[..., -1, None, None], e[..., -1, None, None]
+            u1w, u2w = (d1 * lw).transpose(-1, -2) @ kc, (d2 * lw).transpose(-1, -2) @ a
+            u1s, u2s = (d1 * ls).transpose(-1, -2) @ kc, (d2 * ls).transpose(-1, -2) @ a
+            w1, w2, s1, s2 = b_c * w1 + g_c * s1 - u1w, b_c * w2 + g_c * s2 - u2w, e_c * s1 - u1s, e_c * s2 - u2s
+        y = torch.cat(outs, dim=2).transpose(1, 2).reshape(b, t, -1).to(x.dtype)
+        return self.o_proj(y)
+
+
+class TitansMAL(nn.Module):
+    """Memory as a layer: y = m + SWA(Norm(x + m)), m = Memory(x)."""
+
+    def __init__(self, config, layer):
+        super().__init__()
+        shape = layer["attention"]
+        self.head_dim = shape["head_dim"]
+        self.memory = NeuralMemory(config.hidden_size, shape["n_heads"], shape["head_dim"],
+                                   layer.get("memory_hidden", 2 * shape["head_dim"]), layer.get("memory_chunk", 64))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.attn = Attention(config, shape, window=layer.get("window", 512))
+
+    def forward(self, x, cos, sin, mask):
+        m = self.memory(x)
+        return m + self.attn(self.norm(x + m), cos, sin, mask)
 
 
 class SwiGLU(nn.Module):
@@ -122,10 +207,14 @@ class Block(nn.Module):
         d, eps = config.hidden_size, config.rms_norm_eps
         self.reordered = config.norm_placement == "reordered"
         mixer = layer.get("mixer", "attention" if attn else "none")
-        if mixer not in ("attention", "gated_attention", "none"):
+        if mixer not in ("attention", "gated_attention", "titans", "none"):
             raise ValueError(f"this remote code does not implement mixer {mixer!r}")
         gate = layer.get("gate", "elementwise") if mixer == "gated_attention" else None
-        self.attn = Attention(config, attn, gate) if attn else None
+        self.titans = mixer == "titans"
+        if self.titans:
+            self.attn = TitansMAL(config, layer)
+        else:
+            self.attn = Attention(config, attn, gate) if attn else None
         self.attn_norm = RMSNorm(d, eps) if attn else None
         self.mlps = nn.ModuleList(SwiGLU(d, w) for w in layer.get("ffn_widths", []))
         self.mlp_norms = nn.ModuleList(RMSNorm(d, eps) for _ in layer.get("ffn_widths", []))
@@ -154,6 +243,9 @@ class ShapelmPreTrainedModel(PreTrainedModel):
             nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
         elif isinstance(module, RMSNorm):
             nn.init.ones_(module.weight)
+        elif isinstance(module, NeuralMemory):
+            for w, fan_in in ((module.w1, module.head_dim), (module.w2, module.hidden)):
+                nn.init.trunc_normal_(w, std=fan_in ** -0.5, a=-3 * fan_in ** -0.5, b=3 * fan_in ** -0.5)
 
 
 class ShapelmModel(ShapelmPreTrainedModel):
@@ -180,6 +272,8 @@ class ShapelmModel(ShapelmPreTrainedModel):
             else:
                 position_ids = torch.arange(s, device=x.device)[None].expand(b, s)
         if attention_mask is not None and not bool(attention_mask.all()):
+            if any(block.titans for block in self.layers) and bool((attention_mask.diff(dim=-1) > 0).any()):
+                raise ValueError("Titans memory would learn the left padding: pad on the right")
             causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
             keep = attention_mask.bool()[:, None, None, :]
             mask = causal[None, None] & keep

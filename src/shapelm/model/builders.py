@@ -6,8 +6,8 @@
 
 Each kind is a function registered with the keys it accepts; an unknown key, a missing key or an
 impossible shape is a `ConfigError` naming the key (prefixed by where the spec came from).
-Every kind also takes `mixer` (attention | gated_attention) and `gate` (elementwise | headwise)
-for its attention layers. Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
+Every kind also takes `mixer` (attention | gated_attention | titans), `gate` (elementwise |
+headwise) and Titans' `memory_hidden`, `memory_chunk`, `window` for its attention layers. Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
 `shapelm.model.schedules` (tapered, blocks, lws).
 """
 
@@ -17,7 +17,7 @@ import dataclasses
 from typing import Any, Callable
 
 from shapelm.errors import ConfigError
-from shapelm.model.config import GATES, NORM_PLACEMENTS, AttentionShape, LayerShape, ModelConfig
+from shapelm.model.config import GATES, NORM_PLACEMENTS, TITANS_DEFAULTS, AttentionShape, LayerShape, ModelConfig
 
 # Keys every kind accepts: global model settings.
 COMMON_KEYS: dict[str, Any] = {
@@ -32,7 +32,7 @@ COMMON_KEYS: dict[str, Any] = {
 }
 ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
 # Keys every kind accepts that set each attention layer's token mixer (LayerShape.mixer/gate).
-MIXER_KEYS = ("mixer", "gate")
+MIXER_KEYS = ("mixer", "gate", *TITANS_DEFAULTS)
 
 Builder = Callable[["Spec"], list[LayerShape]]
 _BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
@@ -126,14 +126,22 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
 
 
 def _with_mixer(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
-    """Every attention layer gets the spec's `mixer` (attention | gated_attention) and `gate`."""
-    if not spec.has("mixer") and not spec.has("gate"):
+    """Every attention layer gets the spec's `mixer` (attention | gated_attention | titans), its
+    `gate` (gated attention) and Titans' fields."""
+    if not any(spec.has(key) for key in MIXER_KEYS):
         return layers
-    mixer = spec.choice("mixer", ("attention", "gated_attention"), "attention")
+    mixer = spec.choice("mixer", ("attention", "gated_attention", "titans"), "attention")
     gate = spec.choice("gate", GATES, "elementwise") if mixer == "gated_attention" else None
     if spec.has("gate") and gate is None:
         raise ConfigError(f"{spec.name('gate')} applies only to mixer: gated_attention")
-    return [dataclasses.replace(layer, mixer=mixer, gate=gate) if layer.attention else layer for layer in layers]
+    titans = {}
+    for key in TITANS_DEFAULTS:
+        if spec.has(key):
+            if mixer != "titans":
+                raise ConfigError(f"{spec.name(key)} applies only to mixer: titans")
+            titans[key] = spec.int(key)
+    return [dataclasses.replace(layer, mixer=mixer, gate=gate, **titans) if layer.attention else layer
+            for layer in layers]
 
 
 def attention_shape(spec: Spec, d_model: int | None = None) -> AttentionShape | None:

@@ -20,9 +20,13 @@ NORM_PLACEMENTS = ("pre", "reordered")
 RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 #: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
-MIXERS = ("attention", "gated_attention", "none")
+#: "titans" is Behrouz et al. 2024 (arXiv 2501.00663) as MAL, memory as a layer: the neural
+#: long-term memory (shapelm.model.titans) followed by sliding-window softmax attention.
+MIXERS = ("attention", "gated_attention", "titans", "none")
 #: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
 GATES = ("elementwise", "headwise")
+#: Titans layer fields and their defaults (memory_hidden's None: 2 x the attention's head_dim).
+TITANS_DEFAULTS = {"memory_hidden": None, "memory_chunk": 64, "window": 512}
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,10 @@ class LayerShape:
 
     `ffn_widths == (d_h,)` is the conventional FFN; `(d_h,) * K` is the hourglass FFN.
     `mixer` defaults to "attention" when the layer has an attention shape and "none" when it
-    has not; `gate` (gated attention only) defaults to "elementwise". Defaults are left out of
+    has not; `gate` (gated attention only) defaults to "elementwise". Titans layers carry the
+    memory MLP's hidden width per head (`memory_hidden`, default 2 x head_dim), its chunk size
+    (`memory_chunk`, default 64) and the attention's sliding window (`window`, default 512); the
+    memory has the attention's heads and head_dim. Defaults are left out of
     `ModelConfig.to_dict`, so configs written before mixers existed keep their fingerprints.
     """
 
@@ -60,12 +67,20 @@ class LayerShape:
     ffn_widths: tuple[int, ...]
     mixer: str | None = None
     gate: str | None = None
+    memory_hidden: int | None = None
+    memory_chunk: int | None = None
+    window: int | None = None
 
     def __post_init__(self) -> None:
         if self.mixer is None:
             object.__setattr__(self, "mixer", "none" if self.attention is None else "attention")
         if self.gate is None and self.mixer == "gated_attention":
             object.__setattr__(self, "gate", "elementwise")
+        if self.mixer == "titans" and self.attention is not None:
+            for key, default in TITANS_DEFAULTS.items():
+                if getattr(self, key) is None:
+                    value = 2 * self.attention.head_dim if key == "memory_hidden" else default
+                    object.__setattr__(self, key, value)
 
     @property
     def gated(self) -> bool:
@@ -80,6 +95,9 @@ class LayerShape:
             out["mixer"] = self.mixer
         if self.gated:
             out["gate"] = self.gate
+        for key in TITANS_DEFAULTS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 
@@ -187,6 +205,12 @@ def _validate_mixer(i: int, layer: LayerShape) -> None:
             raise ConfigError(f"layers[{i}].gate must be one of {GATES}, got {layer.gate!r}")
     elif layer.gate is not None:
         raise ConfigError(f"layers[{i}].gate applies only to mixer 'gated_attention', not {layer.mixer!r}")
+    for key in TITANS_DEFAULTS:
+        value = getattr(layer, key)
+        if layer.mixer != "titans" and value is not None:
+            raise ConfigError(f"layers[{i}].{key} applies only to mixer 'titans', not {layer.mixer!r}")
+        if layer.mixer == "titans" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"layers[{i}].{key} must be a positive integer, got {value!r}")
 
 
 def _layer_attr(layer: LayerShape, attr: str) -> Any:
@@ -208,7 +232,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         return layer
     if not isinstance(layer, dict):
         raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
-    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate"})
+    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", *TITANS_DEFAULTS})
     if unknown:
         raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
     attn = layer.get("attention")
@@ -222,4 +246,5 @@ def _coerce_layer(layer: Any) -> LayerShape:
         ffn_widths=tuple(int(w) for w in layer.get("ffn_widths", ())),
         mixer=layer.get("mixer"),
         gate=layer.get("gate"),
+        **{key: layer.get(key) for key in TITANS_DEFAULTS},
     )

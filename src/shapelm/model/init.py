@@ -60,6 +60,7 @@ def local_rows(param: torch.Tensor) -> tuple[torch.Tensor, range]:
 @torch.no_grad()
 def init_parameters(model: nn.Module, seed: int) -> None:
     """Initialise `model` (plain or FSDP2-sharded, on any device) from `seed`."""
+    from shapelm.model.titans import NeuralMemory
     from shapelm.model.transformer import RMSNorm
 
     std = model.config.init_std
@@ -70,5 +71,7 @@ def init_parameters(model: nn.Module, seed: int) -> None:
             local.fill_(1.0)
         elif isinstance(owner, (nn.Linear, nn.Embedding)):
             local.copy_(trunc_normal_rows(name, param.shape, rows, seed, std))
+        elif isinstance(owner, NeuralMemory):  # Titans' initial memory weights, sharded by head
+            local.copy_(trunc_normal_rows(name, param.shape, rows, seed, owner.init_std(name.rsplit(".", 1)[1])))
         else:
             raise TypeError(f"{name}: no initialiser for {type(owner).__name__}")

@@ -15,7 +15,9 @@ SiLU(gate) * in), never a matmul.
 Attention projects d_model -> d_attn = n_heads * head_dim and back, so d_attn may differ from
 d_model (hourglass attention). Gated attention (mixer "gated_attention", Qiu et al. 2025,
 position G1) multiplies the SDPA output by sigmoid(W_gate Norm(x)) before the output projection,
-one gate per channel ("elementwise") or per head ("headwise"). No biases; untied embeddings; optional QK-norm over the full
+one gate per channel ("elementwise") or per head ("headwise"). Titans (mixer "titans", MAL:
+memory as a layer) is m = Memory(x) (shapelm.model.titans), then sliding-window attention over
+x + m, in place of the attention branch. No biases; untied embeddings; optional QK-norm over the full
 q and k widths; init N(0, 0.02) truncated at 3 sigma.
 """
 
@@ -32,6 +34,7 @@ from torch.utils.checkpoint import checkpoint
 
 from shapelm.model.config import RECOMPUTE_MODES, LayerShape, ModelConfig
 from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
+from shapelm.model.titans import NeuralMemory
 
 
 def _recomputed(fn, *args):
@@ -43,7 +46,8 @@ def _recomputed(fn, *args):
 
 class KVCache(Protocol):
     """What attention needs from a cache; `shapelm.decode` provides a preallocated one. A cache
-    may also hold `key_mask` (bool [batch, capacity]): the keys each row may see when decoding."""
+    may also hold `key_mask` (bool [batch, capacity]): the keys each row may see when decoding,
+    and `memory` (a dict layer -> state): Titans' memory state in place of a growing cache."""
 
     def update(
         self, layer_idx: int, k: torch.Tensor, v: torch.Tensor
@@ -88,6 +92,7 @@ class Attention(nn.Module):
         self.gate_proj = None
         if layer.gated:  # per token from the attention input, so a KV cache needs nothing more
             self.gate_proj = nn.Linear(d, shape.d_attn if layer.gate == "elementwise" else shape.n_heads, bias=False)
+        self.window = layer.window  # sliding-window attention (Titans' MAL) or None
         self.q_norm = RMSNorm(shape.d_attn, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(shape.kv_width, cfg.norm_eps) if cfg.qk_norm else None
 
@@ -111,7 +116,14 @@ class Attention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.update(self.layer_idx, k, v)
             past = k.shape[2] - seq
-        if past == 0:
+        if self.window is not None:  # query i (at past + i) sees keys j with 0 <= past + i - j < window
+            rel = torch.arange(past, past + seq, device=q.device)[:, None] - torch.arange(past + seq, device=q.device)
+            mask = (rel >= 0) & (rel < self.window)
+            key_mask = getattr(kv_cache, "key_mask", None)
+            if key_mask is not None:
+                mask = mask & key_mask[:, None, None, : past + seq]
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=s.group_size > 1)
+        elif past == 0:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1, enable_gqa=s.group_size > 1)
         else:
             if seq > 1:  # new queries see the whole past and the causal part of themselves:
@@ -124,6 +136,27 @@ class Attention(nn.Module):
         if self.gate_proj is not None:  # elementwise: [.., heads, head_dim]; headwise: [.., heads, 1]
             out = out * torch.sigmoid(self.gate_proj(x)).view(batch, seq, s.n_heads, -1)
         return self.o_proj(out.reshape(batch, seq, s.d_attn))
+
+
+class TitansMAL(nn.Module):
+    """Titans' memory as a layer (MAL): y = m + SWA(Norm(x + m)), m = Memory(x); as two residual
+    sublayers (memory, then attention) that share the block's pre-norm of x."""
+
+    def __init__(self, cfg: ModelConfig, layer: LayerShape, layer_idx: int) -> None:
+        super().__init__()
+        self.shape = layer.attention
+        s = layer.attention
+        self.memory = NeuralMemory(cfg.d_model, s.n_heads, s.head_dim, layer.memory_hidden, layer.memory_chunk, layer_idx)
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg, layer, layer_idx)
+
+    def forward(self, x, cos, sin, kv_cache=None):
+        m = self.memory(x, kv_cache)
+        return m + self.attn(self.norm(x + m), cos, sin, kv_cache)
+
+
+#: A layer's mixer name -> the module that mixes its tokens: forward(x, cos, sin, cache).
+MIXER_MODULES = {"attention": Attention, "gated_attention": Attention, "titans": TitansMAL}
 
 
 class SwiGLU(nn.Module):
@@ -151,7 +184,7 @@ class Block(nn.Module):
         super().__init__()
         shape = cfg.layers[layer_idx]
         self.reordered = cfg.norm_placement == "reordered"
-        self.attn = Attention(cfg, shape, layer_idx) if shape.attention else None
+        self.attn = MIXER_MODULES[shape.mixer](cfg, shape, layer_idx) if shape.attention else None
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
         self.mlps = nn.ModuleList(SwiGLU(cfg.d_model, w) for w in shape.ffn_widths)
         self.mlp_norms = nn.ModuleList(RMSNorm(cfg.d_model, cfg.norm_eps) for _ in shape.ffn_widths)
@@ -213,6 +246,8 @@ class Transformer(nn.Module):
                 nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
             elif isinstance(module, RMSNorm):
                 nn.init.ones_(module.weight)
+            elif isinstance(module, NeuralMemory):
+                module.reset_memory()
 
     def _cos_sin(self, head_dim: int, positions: torch.Tensor, dtype: torch.dtype):
         key = (head_dim, positions.device)

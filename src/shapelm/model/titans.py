@@ -1,0 +1,207 @@
+"""Titans' neural long-term memory (Behrouz et al. 2024, arXiv 2501.00663, Section 3), written
+from the paper: per head, a 2-layer MLP  M(x) = W2 SiLU(W1 x)  whose weights are learned at test
+time by gradient descent with momentum and forgetting on the associative-memory loss
+l(M; x_t) = ||M(k_t) - v_t||^2:
+
+    S_t = eta_t S_{t-1} - theta_t grad l(M_{t'}; x_t)      (momentum: "surprise")
+    M_t = (1 - alpha_t) M_{t-1} + S_t                      (weight decay: forgetting)
+    y_t = M_t(q_t)                                         (retrieval, no update)
+
+theta_t (learning rate), eta_t (momentum) and alpha_t (forgetting) are per token and head, from
+x. Section 3.2's chunk-parallel training: the gradient of every token of a chunk is taken at the
+chunk-start weights M_{t'}, so all of a chunk's gradients are computed at once; momentum and decay
+become within-chunk cumulative products. Chunk size 1 is plain online gradient descent.
+
+Chunk-parallel form (`chunk_memory`): with u_s the gradient of token s at M0 (the chunk-start
+weights), S0 the momentum at chunk start, and lower-triangular B[t,r] = prod_{r<q<=t}(1-alpha_q),
+E[r,s] = prod_{s<q<=r} eta_q,
+
+    M_t = beta_t M0 + gamma_t S0 - sum_{s<=t} C[t,s] u_s,   C[t,s] = (B @ E)[t,s] theta_s,
+    beta_t = prod_{q<=t}(1-alpha_q),  E_r = prod_{q<=r} eta_q,  gamma_t = sum_{r<=t} B[t,r] E_r.
+
+For a 2-layer MLP every u_s is a pair of rank-1 matrices (d1_s k_s^T, d2_s a_s^T), so M_t(q_t)
+is computed without materialising per-token weights: W1_t q_t = beta_t W1_0 q_t + gamma_t S1_0 q_t
+- sum_s C[t,s] (k_s . q_t) d1_s, an attention-like product over the chunk, and the same for W2.
+`recurrent_step` is the token-by-token form (state M0, M, S and the position in the chunk) used
+for decoding; tests/test_titans.py checks both against a torch.func reference.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: Offsets on the gate logits, standing in for biases (the project's matrices have none), so an
+#: untrained memory starts with momentum ~0.88, forgets ~0.7% per token and steps at half its
+#: largest rate. theta_t <= THETA_SCALE / hidden: the loss's curvature in W2 grows with the hidden
+#: width (|SiLU(W1 k)|^2 ~ hidden), and momentum multiplies the step by ~1/(1 - eta), so a fixed
+#: rate would diverge in wide memories (the inner loop is plain gradient descent).
+ETA_OFFSET = 2.0
+ALPHA_OFFSET = -5.0
+THETA_SCALE = 0.2
+
+
+@dataclass
+class MemoryState:
+    """One layer's memory for a batch: chunk-start weights, current weights and momentum, each a
+    (W1 [B, H, m, hd], W2 [B, H, hd, m]) pair, and how many tokens of the current chunk are in."""
+
+    w0: tuple[torch.Tensor, torch.Tensor]
+    w: tuple[torch.Tensor, torch.Tensor]
+    s: tuple[torch.Tensor, torch.Tensor]
+    offset: int
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for pair in (self.w0, self.w, self.s) for t in pair)
+
+
+def _dsilu(z: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(z)
+    return s * (1 + z * (1 - s))
+
+
+def _grads(w1, w2, k, v):
+    """The pieces of grad ||W2 SiLU(W1 k) - v||^2 at (w1, w2): G1 = d1 k^T, G2 = d2 a^T.
+    w1 [B,H,m,hd], w2 [B,H,hd,m], k/v [B,H,c,hd] -> a, d1 [B,H,c,m], d2 [B,H,c,hd]."""
+    z = k @ w1.transpose(-1, -2)
+    a = F.silu(z)
+    d2 = 2 * (a @ w2.transpose(-1, -2) - v)
+    d1 = (d2 @ w2) * _dsilu(z)
+    return a, d1, d2
+
+
+def chunk_memory(state: MemoryState, q, k, v, theta, log_eta, log_keep):
+    """One chunk (length c <= the chunk size, starting at a chunk boundary) in parallel.
+
+    q/k/v [B,H,c,hd]; theta, log_eta = log eta, log_keep = log(1 - alpha): [B,H,c].
+    Returns y [B,H,c,hd] and the state after the chunk (its weights become the next M0)."""
+    (w1, w2), (s1, s2) = state.w, state.s
+    c = q.shape[2]
+    tril = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
+    cum_keep, cum_eta = log_keep.cumsum(-1), log_eta.cumsum(-1)
+    # B[t,r] = exp(cum_keep_t - cum_keep_r), E[r,s] likewise; differences of within-chunk sums
+    bm = torch.exp((cum_keep[..., :, None] - cum_keep[..., None, :]).masked_fill(~tril, -math.inf))
+    em = torch.exp((cum_eta[..., :, None] - cum_eta[..., None, :]).masked_fill(~tril, -math.inf))
+    beta, e = cum_keep.exp(), cum_eta.exp()
+    gamma = (bm @ e.unsqueeze(-1)).squeeze(-1)  # [B,H,c]
+    coef = (bm @ em) * theta.unsqueeze(-2)  # C[t,s]
+    a, d1, d2 = _grads(w1, w2, k, v)
+    h = beta[..., None] * (q @ w1.transpose(-1, -2)) + gamma[..., None] * (q @ s1.transpose(-1, -2))
+    h = h - (coef * (q @ k.transpose(-1, -2))) @ d1
+    a_q = F.silu(h)
+    y = beta[..., None] * (a_q @ w2.transpose(-1, -2)) + gamma[..., None] * (a_q @ s2.transpose(-1, -2))
+    y = y - (coef * (a_q @ a.transpose(-1, -2))) @ d2
+    # the state at the chunk's last token: weights by row c-1 of C, momentum by row c-1 of E*theta
+    last_w = coef[..., -1, :].unsqueeze(-1)  # [B,H,c,1]
+    last_s = (em[..., -1, :] * theta).unsqueeze(-1)
+    g1 = lambda wt: (d1 * wt).transpose(-1, -2) @ k  # noqa: E731  sum_s wt_s d1_s k_s^T
+    g2 = lambda wt: (d2 * wt).transpose(-1, -2) @ a  # noqa: E731
+    b_c, g_c, e_c = beta[..., -1, None, None], gamma[..., -1, None, None], e[..., -1, None, None]
+    new_w = (b_c * w1 + g_c * s1 - g1(last_w), b_c * w2 + g_c * s2 - g2(last_w))
+    new_s = (e_c * s1 - g1(last_s), e_c * s2 - g2(last_s))
+    return y, MemoryState(w0=new_w, w=new_w, s=new_s, offset=0)
+
+
+def recurrent_step(state: MemoryState, q, k, v, theta, log_eta, log_keep, chunk: int):
+    """One token (q/k/v [B,H,1,hd], gates [B,H,1]): the gradient at the chunk-start weights
+    state.w0, the momentum and decay recurrences, retrieval with the updated weights."""
+    a, d1, d2 = _grads(*state.w0, k, v)
+    u1, u2 = d1.transpose(-1, -2) @ k, d2.transpose(-1, -2) @ a
+    th, eta, keep = theta[..., None], log_eta.exp()[..., None], log_keep.exp()[..., None]
+    s = (eta * state.s[0] - th * u1, eta * state.s[1] - th * u2)
+    w = (keep * state.w[0] + s[0], keep * state.w[1] + s[1])
+    y = F.silu(q @ w[0].transpose(-1, -2)) @ w[1].transpose(-1, -2)
+    offset = state.offset + 1
+    w0 = state.w0
+    if offset == chunk:
+        w0, offset = w, 0
+    return y, MemoryState(w0=w0, w=w, s=s, offset=offset)
+
+
+class NeuralMemory(nn.Module):
+    """The memory as a token mixer: d_model -> (q, k, v per head) -> M_t(q_t) -> d_model.
+
+    q and k are L2-normalised per head (the paper's choice; it bounds the inner gradient). The
+    initial weights W1, W2 are parameters: the outer loop learns where test-time learning starts.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, head_dim: int, hidden: int, chunk: int, layer_idx: int):
+        super().__init__()
+        self.n_heads, self.head_dim, self.hidden, self.chunk = n_heads, head_dim, hidden, chunk
+        self.layer_idx = layer_idx
+        width = n_heads * head_dim
+        self.q_proj = nn.Linear(d_model, width, bias=False)
+        self.k_proj = nn.Linear(d_model, width, bias=False)
+        self.v_proj = nn.Linear(d_model, width, bias=False)
+        self.o_proj = nn.Linear(width, d_model, bias=False)
+        self.gate_proj = nn.Linear(d_model, 3 * n_heads, bias=False)  # theta, eta, alpha logits
+        self.w1 = nn.Parameter(torch.empty(n_heads, hidden, head_dim))
+        self.w2 = nn.Parameter(torch.empty(n_heads, head_dim, hidden))
+        if not self.w1.is_meta:
+            self.reset_memory()
+
+    def init_std(self, name: str) -> float:
+        """Fan-in scaled, not the model's N(0, 0.02): the memory must map unit keys to value-sized
+        outputs from the start, else its inner gradients (and so what it stores) vanish."""
+        return {"w1": self.head_dim ** -0.5, "w2": self.hidden ** -0.5}[name]
+
+    @torch.no_grad()
+    def reset_memory(self) -> None:
+        for name in ("w1", "w2"):
+            std = self.init_std(name)
+            nn.init.trunc_normal_(getattr(self, name), std=std, a=-3 * std, b=3 * std)
+
+    def initial_state(self, batch: int) -> MemoryState:
+        w = (self.w1.expand(batch, -1, -1, -1), self.w2.expand(batch, -1, -1, -1))
+        zeros = (torch.zeros_like(w[0]), torch.zeros_like(w[1]))
+        return MemoryState(w0=w, w=w, s=zeros, offset=0)
+
+    def project(self, x: torch.Tensor):
+        b, t, _ = x.shape
+
+        def heads(p):
+            return p(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = F.normalize(heads(self.q_proj), dim=-1), F.normalize(heads(self.k_proj), dim=-1), heads(self.v_proj)
+        g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)  # [3,B,H,T]
+        theta = THETA_SCALE / self.hidden * torch.sigmoid(g[0])
+        log_eta = F.logsigmoid(g[1] + ETA_OFFSET)
+        log_keep = F.logsigmoid(-(g[2] + ALPHA_OFFSET))  # log(1 - alpha)
+        return q, k, v, theta, log_eta, log_keep
+
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v, theta, log_eta, log_keep = self.project(x)
+        q, k, v = q.float(), k.float(), v.float()
+        states = None
+        if cache is not None:
+            states = getattr(cache, "memory", None)
+            if states is None:
+                raise TypeError(f"{type(cache).__name__} holds no `memory` dict for Titans' memory state")
+        state = states.get(self.layer_idx) if states is not None else None
+        if state is None:
+            state = self.initial_state(b)
+        outs, pos = [], 0
+        while pos < t and state.offset:  # finish a chunk a previous call began, token by token
+            sl = slice(pos, pos + 1)
+            y, state = recurrent_step(state, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
+                                      log_eta[..., sl], log_keep[..., sl], self.chunk)
+            outs.append(y)
+            pos += 1
+        while pos < t:
+            sl = slice(pos, min(pos + self.chunk, t))
+            y, new = chunk_memory(state, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
+                                  log_eta[..., sl], log_keep[..., sl])
+            n = sl.stop - sl.start
+            # a partial last chunk keeps its start weights: the next call's tokens belong to it
+            state = new if n == self.chunk else MemoryState(w0=state.w0, w=new.w, s=new.s, offset=n)
+            outs.append(y)
+            pos = sl.stop
+        if states is not None:
+            states[self.layer_idx] = state
+        y = torch.cat(outs, dim=2).transpose(1, 2).reshape(b, t, -1).to(x.dtype)
+        return self.o_proj(y)

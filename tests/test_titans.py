@@ -1,0 +1,261 @@
+"""Titans (Behrouz et al. 2024, arXiv 2501.00663) as MAL: the neural long-term memory and the mixer.
+
+The chunk-parallel memory against a token-by-token reference written here with torch.func (the
+per-token gradient of ||M(k) - v||^2 at the chunk-start weights, momentum, forgetting), cached
+decoding against the full forward, gradients, accounting against the built module (parameters
+and every matmul FLOP counted by torch's FlopCounterMode), config validation, and a tiny model
+learning a copy task.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
+from torch.func import grad, vmap
+from torch.utils.flop_counter import FlopCounterMode
+
+from shapelm.accounting import (
+    flops_per_token,
+    kv_cache_bytes_per_token,
+    param_counts,
+    recurrent_state_bytes,
+    titans_memory_flops,
+    titans_memory_params,
+)
+from shapelm.errors import ConfigError
+from shapelm.decode.cache import StaticKVCache
+from shapelm.model import ModelConfig, build_model
+from shapelm.model.builders import build_model_config
+from shapelm.model.titans import NeuralMemory
+
+V = 17
+ATTN = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}
+
+
+def titans_cfg(window=6, chunk=4, **kw):
+    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": chunk, "window": window}
+    return ModelConfig(vocab_size=V, d_model=32, max_seq_len=64,
+                       layers=[layer, {**layer, "ffn_widths": [24]}], **kw)
+
+
+def reference_memory(mem, x, chunk):
+    """Token by token from the paper: u_t = grad_M ||M(k_t) - v_t||^2 at the chunk-start M,
+    S_t = eta_t S_{t-1} - theta_t u_t, M_t = (1 - alpha_t) M_{t-1} + S_t, y_t = M_t(q_t)."""
+    q, k, v, theta, log_eta, log_keep = mem.project(x)
+    b, _, t, _ = q.shape
+
+    def loss(w1, w2, key, value):
+        return (w2 @ F.silu(w1 @ key) - value).pow(2).sum()
+
+    per_head_grad = vmap(vmap(grad(loss, argnums=(0, 1))))
+    w = [mem.w1.expand(b, -1, -1, -1), mem.w2.expand(b, -1, -1, -1)]
+    w0, s = list(w), [torch.zeros_like(w[0]), torch.zeros_like(w[1])]
+    ys = []
+    for i in range(t):
+        u = per_head_grad(w0[0], w0[1], k[:, :, i], v[:, :, i])
+        eta, keep = log_eta[..., i, None, None].exp(), log_keep[..., i, None, None].exp()
+        s = [eta * s[j] - theta[..., i, None, None] * u[j] for j in range(2)]
+        w = [keep * w[j] + s[j] for j in range(2)]
+        hidden = F.silu(torch.einsum("bhmd,bhd->bhm", w[0], q[:, :, i]))
+        ys.append(torch.einsum("bhdm,bhm->bhd", w[1], hidden))
+        if (i + 1) % chunk == 0:
+            w0 = list(w)
+    return mem.o_proj(torch.stack(ys, 2).transpose(1, 2).reshape(b, t, -1))
+
+
+class MemoryOnlyCache:
+    memory: dict
+
+    def __init__(self):
+        self.memory = {}
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 16])
+def test_chunk_parallel_equals_token_by_token(chunk):
+    torch.manual_seed(0)
+    mem = NeuralMemory(32, n_heads=2, head_dim=8, hidden=16, chunk=chunk, layer_idx=0)
+    with torch.no_grad():
+        mem.gate_proj.weight.normal_(0, 0.5)  # gates that vary per token, so the products matter
+    x = torch.randn(2, 13, 32)
+    with torch.no_grad():
+        got, ref = mem(x), reference_memory(mem, x, chunk)
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
+        # the memory learns: its retrieval differs from the untrained (no-update) memory's
+        q = mem.project(x)[0]
+        frozen = mem.o_proj((F.silu(q @ mem.w1.transpose(-1, -2)) @ mem.w2.transpose(-1, -2)).transpose(1, 2).reshape(2, 13, -1))
+        assert (got - frozen).abs().max() > 1e-3
+        # decoding: a prefill ending mid-chunk, then one token at a time
+        cache = MemoryOnlyCache()
+        parts = [mem(x[:, :6], cache)] + [mem(x[:, i:i + 1], cache) for i in range(6, 13)]
+        torch.testing.assert_close(torch.cat(parts, 1), got, rtol=1e-5, atol=1e-6)
+
+
+def test_cached_generation_equals_full_forward():
+    torch.manual_seed(1)
+    model = build_model(titans_cfg()).eval()
+    ids = torch.randint(0, V, (2, 15))
+    with torch.no_grad():
+        full = model(ids).logits
+        cache = StaticKVCache(model.config, 2, 15)
+        steps = [model(ids[:, :7], kv_cache=cache).logits]
+        steps += [model(ids[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(7, 15)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+    assert set(cache.memory) == {0, 1}
+    state = cache.memory[0]
+    assert state.offset == 15 % 4 and state.nbytes() * model.config.n_layers == 2 * recurrent_state_bytes(model.config)
+
+
+def test_sliding_window_limits_what_attention_sees():
+    torch.manual_seed(2)
+    model = build_model(titans_cfg(window=3)).eval()
+    attn = model.layers[0].attn.attn
+    x = torch.randn(1, 10, 32)
+    cos, sin = model._cos_sin(8, torch.arange(10), torch.float32)
+    with torch.no_grad():
+        base = attn(x, cos, sin)
+        moved = x.clone()
+        moved[:, 0] += 5.0  # outside the window of queries 3.. (they see positions i-2..i)
+        out = attn(moved, cos, sin)
+    assert torch.allclose(out[:, 3:], base[:, 3:], atol=1e-6)
+    assert not torch.allclose(out[:, :3], base[:, :3], atol=1e-3)
+
+
+def test_gradients_reach_every_parameter():
+    torch.manual_seed(3)
+    model = build_model(titans_cfg())
+    ids = torch.randint(0, V, (2, 11))
+    model(ids, labels=ids).loss.backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert missing == []
+    assert any(".memory.w1" in n for n, _ in model.named_parameters())
+
+
+def test_accounting_matches_the_built_module():
+    cfg = titans_cfg()
+    model = build_model(cfg)
+    counts = param_counts(cfg)
+    assert model.num_parameters() == counts.total
+    assert model.num_parameters(exclude_embeddings=True) == counts.non_embedding
+    mem = model.layers[0].attn.memory
+    assert sum(p.numel() for p in mem.parameters()) == titans_memory_params(32, cfg.layers[0])
+    # every matmul the memory does, as torch counts them, at a length the chunk divides
+    x = torch.randn(1, 16, 32)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        mem(x)
+    matmul, elementwise = titans_memory_flops(32, cfg.layers[0], 16)
+    assert counter.get_total_flops() == matmul * 16
+    assert elementwise > 0
+    plain = ModelConfig(vocab_size=V, d_model=32, max_seq_len=64, layers=[
+        {"attention": ATTN, "ffn_widths": [w]} for w in (48, 24)])
+    extra = flops_per_token(cfg, 4).forward - flops_per_token(plain, 4).forward  # window 6 >= S: full attention
+    assert extra == sum(sum(titans_memory_flops(32, layer, 4)) + 11 * 32 for layer in cfg.layers)
+    assert flops_per_token(cfg, 64).forward_scores < flops_per_token(plain, 64).forward_scores  # the window
+    assert kv_cache_bytes_per_token(cfg) == kv_cache_bytes_per_token(plain)  # the static cache keeps every key
+    assert recurrent_state_bytes(cfg) == 2 * 3 * 2 * (2 * 16 * 8) * 4
+    assert recurrent_state_bytes(plain) == 0
+
+
+def test_configs_defaults_and_errors():
+    arch = {"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4, "vocab_size": V}
+    cfg = build_model_config({**arch, "mixer": "titans"})
+    layer = cfg.layers[0]
+    assert (layer.mixer, layer.memory_hidden, layer.memory_chunk, layer.window) == ("titans", 16, 64, 512)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert build_model_config({**arch, "mixer": "titans", "window": 64}).fingerprint() != cfg.fingerprint()
+    plain = build_model_config(arch)
+    assert "window" not in plain.to_dict()["layers"][0]  # older configs keep their fingerprints
+    with pytest.raises(ConfigError, match=r"arch\.window applies only to mixer: titans"):
+        build_model_config({**arch, "window": 64})
+    with pytest.raises(ConfigError, match=r"arch\.memory_chunk must be an integer >= 1"):
+        build_model_config({**arch, "mixer": "titans", "memory_chunk": 0})
+    with pytest.raises(ConfigError, match=r"layers\[0\]\.window applies only to mixer 'titans'"):
+        ModelConfig(vocab_size=V, d_model=32, layers=[{"attention": ATTN, "ffn_widths": [8], "window": 4}])
+
+
+def test_tiny_titans_learns_a_copy_task():
+    """x SEP x over a 4-token alphabet: a tiny Titans model (memory + window attention) learns
+    to copy in 70 steps. (A window shorter than the copy distance, so that only the memory can
+    carry it, also learns, ln 4 -> ~0.7 in 150 steps, but too slowly for a unit test.)"""
+    torch.manual_seed(0)
+    n, sep = 6, V - 1
+    model = build_model(titans_cfg(window=16, chunk=16))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(70):
+        src = torch.randint(0, 4, (16, n))
+        ids = torch.cat([src, torch.full((16, 1), sep), src], 1)
+        labels = torch.full_like(ids, -100)
+        labels[:, n:-1] = ids[:, n + 1:]
+        loss = model(ids, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1 * torch.log(torch.tensor(4.0)).item(), loss.item()
+
+
+def test_paper_titans_pairs_match_the_transformer_pairs():
+    """Tapered Table 2's Titans pairs: the Transformer pairs' MLP widths and recipe plus the memory
+    in every layer; within each pair, parameters and FLOPs are equal."""
+    from pathlib import Path
+
+    from shapelm.config import load_experiment
+
+    root = Path(__file__).resolve().parents[1]
+    exp = load_experiment(root / "configs" / "paper.yaml")
+    for scale in ("760m", "1300m"):
+        pair = {}
+        for variant in ("uniform", "cosine_1p5_0p5"):
+            plain, titans = exp.run(f"tp{scale}_{variant}"), exp.run(f"tp{scale}_titans_{variant}")
+            assert "tapered_table2" in titans["tables"] and titans["train"] == plain["train"]
+            plain_cfg, cfg = ModelConfig.from_dict(plain["model"]), ModelConfig.from_dict(titans["model"])
+            assert {(layer.mixer, layer.memory_chunk, layer.window) for layer in cfg.layers} == {("titans", 64, 512)}
+            assert [layer.ffn_widths for layer in cfg.layers] == [layer.ffn_widths for layer in plain_cfg.layers]
+            memory = sum(titans_memory_params(cfg.d_model, layer) + cfg.d_model for layer in cfg.layers)
+            assert param_counts(cfg).total == param_counts(plain_cfg).total + memory
+            pair[variant] = (param_counts(cfg).total, flops_per_token(cfg, 4096).train)
+        (p_uniform, f_uniform), (p_tapered, f_tapered) = pair["uniform"], pair["cosine_1p5_0p5"]
+        assert p_tapered == pytest.approx(p_uniform, rel=1e-3) and f_tapered == pytest.approx(f_uniform, rel=1e-3)
+    tiny = load_experiment(root / "configs" / "default.yaml")
+    assert {"tp760m_titans_uniform", "tp760m_titans_cosine_1p5_0p5"} <= set(tiny.runs)
+
+
+def test_remote_code_export_matches(tmp_path):
+    """HF export with trust_remote_code: the self-contained memory and windowed attention give
+    shapelm's logits; right padding is accepted, left padding (the memory would learn it) refused."""
+    from test_parity_hf import _export_and_load, cfg, ids, randomized
+
+    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12}
+    model = randomized(cfg(layers=[layer, {"attention": None, "ffn_widths": [16]}, layer]))
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, NeuralMemory):
+                m.gate_proj.weight.normal_(0, 0.5)
+    info, hf = _export_and_load(tmp_path, model, "titans")
+    assert info["architecture"] == "ShapelmForCausalLM"
+    x = ids(seq=30)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+        right = torch.ones_like(x)
+        right[0, 25:] = 0
+        torch.testing.assert_close(hf(x, attention_mask=right).logits[0, :25], model(x[:1, :25]).logits[0],
+                                   rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match="left padding"):
+            hf(x, attention_mask=right.flip(-1))
+
+
+def test_memory_carries_information_beyond_the_window():
+    """Two window-3 layers reach 4 tokens back; a token 12 back still changes the output through
+    the memory, and stops doing so when the memory can no longer write."""
+    torch.manual_seed(4)
+    model = build_model(titans_cfg(window=3, chunk=4)).eval()
+    ids = torch.randint(0, V - 1, (1, 16))
+    moved = ids.clone()
+    moved[0, 0] = V - 1
+    with torch.no_grad():
+        delta = (model(ids).logits[0, 12:] - model(moved).logits[0, 12:]).abs().max()
+        assert delta > 1e-4
+        for block in model.layers:
+            block.attn.memory.gate_proj.weight.zero_()
+            block.attn.memory.k_proj.weight.zero_()  # keys and values 0: every inner gradient is 0,
+            block.attn.memory.v_proj.weight.zero_()  # so the memory stores nothing of the tokens
+        frozen = (model(ids).logits[0, 12:] - model(moved).logits[0, 12:]).abs().max()
+    assert frozen < 1e-6
