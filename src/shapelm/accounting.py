@@ -14,6 +14,16 @@ formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
     and product 5*q (g = q elementwise, H headwise; sigmoid counted as 4 FLOPs per gate value,
     like the SiLU in the sub-MLP term); it caches nothing, so KV bytes are unchanged.
 
+  Hope-attention (Behrouz et al. 2025c; shapelm.model.hope): each sub-MLP is a CMS level of
+    width w with chunk C. Its parameters are the sub-MLP's 3*d*w slow weights plus the local
+    objective's value projection d*d (counted as ffn). Forward per token adds, besides the
+    sub-MLP terms: the value projection 2*d*d, the in-context gradient 8*d*w matrices (four
+    outer products / matmuls of the hand-written SwiGLU gradient) + 7*w + d elementwise, and
+    the update 3*d*w * (2 + 2 per momentum or decay term) / C amortised over the chunk. The
+    backward of the update counts 2x like the rest. Its state per sequence (the fast weights,
+    the open chunk's gradient sum and, with momentum, the momentum) sits next to the KV cache:
+    `fast_weight_state_bytes`.
+
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
 """
 
@@ -55,7 +65,7 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
             attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d + d * gate_width(layer)
             norm += d + ((attn.d_attn + attn.kv_width) if cfg.qk_norm else 0)
         for width in layer.ffn_widths:
-            ffn += 3 * d * width
+            ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
     norm += d  # final norm
     matrices = 1 if tied else 2
@@ -99,10 +109,30 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
                 dense += 2 * d * gate_width(layer) + 5 * q
             scores += 1.0 * seq_len * q + 3 * seq_len * attn.n_heads + 2.0 * seq_len * q
             dense += 7 * d  # pre-attention norm
-        for width in layer.ffn_widths:
+        for j, width in enumerate(layer.ffn_widths):
             dense += 6 * d * width + 10 * width + 2 * d + 7 * d
+            if layer.hope:
+                dense += cms_update_flops_per_token(layer, d, j)
     dense += 7 * d + 2 * d * vocab  # final norm and LM head
     return FlopsPerToken(forward_dense=dense, forward_scores=scores)
+
+
+def cms_update_flops_per_token(layer: LayerShape, d: int, level: int) -> float:
+    """Forward FLOPs per token of a CMS level's in-context memory: value target, gradient, update."""
+    w, chunk = layer.ffn_widths[level], layer.cms_chunks[level]
+    per_weight = 2 + (2 if layer.cms_momentum else 0) + (2 if layer.cms_decay else 0)
+    return 2 * d * d + 8 * d * w + 7 * w + d + per_weight * 3 * d * w / chunk
+
+
+def fast_weight_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int:
+    """Bytes of Hope-attention state per sequence (constant in length; 0 without CMS levels):
+    each level's fast weights and the open chunk's gradient sum, plus momentum when used."""
+    total = 0
+    for layer in cfg.layers:
+        if layer.hope:
+            copies = 2 + (1 if layer.cms_momentum else 0)
+            total += sum(copies * 3 * cfg.d_model * w for w in layer.ffn_widths)
+    return total * bytes_per_element
 
 
 def train_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int, vocab_size: int | None = None) -> float:
@@ -122,6 +152,8 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
             a = layer.attention.d_attn
             total += 8 * d * a + 2 * seq_len * a + 2 * d * gate_width(layer)
         total += sum(6 * d * w for w in layer.ffn_widths)
+        if layer.hope:  # the approximation's matmul terms of the in-context memory
+            total += sum(2 * d * d + 8 * d * w for w in layer.ffn_widths)
     return total
 
 
@@ -146,7 +178,7 @@ SHAPE_COLUMNS = [
     "params_embedding", "params_attention", "params_ffn", "params_norm",
     "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
     "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
-    "kv_bytes_per_token",
+    "kv_bytes_per_token", "state_bytes_per_seq",
 ]
 
 
@@ -178,4 +210,5 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "train_flops_per_step": per_token * tokens_per_step,
         "train_flops_per_step_approx": 3 * approx_forward_flops_per_token(cfg, seq_len) * tokens_per_step,
         "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
+        "state_bytes_per_seq": fast_weight_state_bytes(cfg),
     }

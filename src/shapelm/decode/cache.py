@@ -77,6 +77,9 @@ class StaticKVCache:
                 self.v.append(torch.zeros(shape, dtype=dtype, device=self.device))
             self._lens.append(0)
         self._cached = [i for i, k in enumerate(self.k) if k is not None]
+        # Hope-attention's per-sequence CMS state, {(layer, level): FastWeights} (shapelm.model.hope).
+        # It is not positional: set_length leaves it as the last forward wrote it.
+        self.fast_weights: dict = {}
 
     # -- the KVCache protocol -------------------------------------------------------------------
     def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,6 +116,7 @@ class StaticKVCache:
 
     def reset(self) -> None:
         self.set_length(0)
+        self.fast_weights.clear()
 
     # -- filling without a prefill ----------------------------------------------------------------
     @torch.no_grad()

@@ -37,6 +37,8 @@ class StaticKVCache:
             self.keys.append(torch.zeros(shape, device=device, dtype=dtype))
             self.values.append(torch.zeros(shape, device=device, dtype=dtype))
         self.lengths = [0] * len(config.layers)
+        # Hope-attention's per-sequence CMS state, {(layer, level): FastWeights} (shapelm.model.hope)
+        self.fast_weights: dict = {}
 
     @property
     def seq_len(self) -> int:
@@ -45,6 +47,7 @@ class StaticKVCache:
 
     def reset(self) -> None:
         self.lengths = [0] * len(self.lengths)
+        self.fast_weights.clear()
 
     def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
         buf_k, buf_v = self.keys[layer_idx], self.values[layer_idx]

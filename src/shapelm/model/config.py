@@ -20,9 +20,15 @@ NORM_PLACEMENTS = ("pre", "reordered")
 RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 #: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
-MIXERS = ("attention", "gated_attention", "none")
+#: "hope_attention" is Behrouz et al. 2025c's Hope in its attention variant: softmax attention,
+#: and the layer's FFN levels become a continuum memory system (shapelm.model.hope).
+MIXERS = ("attention", "gated_attention", "hope_attention", "none")
 #: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
 GATES = ("elementwise", "headwise")
+#: Hope-attention defaults (docs/SHAPES.md): level j updates every 16 * 4**j tokens, by one SGD
+#: step of this learning rate on its chunk's associative-memory loss, no momentum, no decay.
+CMS_BASE_CHUNK = 16
+CMS_LR = 1.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,9 @@ class AttentionShape:
         return self.n_heads // self.n_kv_heads
 
 
+CMS_KEYS = ("cms_chunks", "cms_lr", "cms_momentum", "cms_decay")
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One decoder layer: a token mixer, then residual SwiGLU sub-MLPs of the given widths.
@@ -60,16 +69,35 @@ class LayerShape:
     ffn_widths: tuple[int, ...]
     mixer: str | None = None
     gate: str | None = None
+    # Hope-attention only: ffn_widths[j] is CMS level j, its fast weights updated every
+    # cms_chunks[j] tokens: W <- (1 - cms_decay) W - cms_lr * M, M <- cms_momentum M + grad.
+    cms_chunks: tuple[int, ...] | None = None
+    cms_lr: float | None = None
+    cms_momentum: float | None = None
+    cms_decay: float | None = None
 
     def __post_init__(self) -> None:
         if self.mixer is None:
             object.__setattr__(self, "mixer", "none" if self.attention is None else "attention")
         if self.gate is None and self.mixer == "gated_attention":
             object.__setattr__(self, "gate", "elementwise")
+        if self.hope:
+            defaults = {
+                "cms_chunks": tuple(CMS_BASE_CHUNK * 4**j for j in range(len(self.ffn_widths))),
+                "cms_lr": CMS_LR, "cms_momentum": 0.0, "cms_decay": 0.0,
+            }
+            for key, default in defaults.items():
+                if getattr(self, key) is None:
+                    object.__setattr__(self, key, default)
+            object.__setattr__(self, "cms_chunks", tuple(self.cms_chunks))
 
     @property
     def gated(self) -> bool:
         return self.mixer == "gated_attention"
+
+    @property
+    def hope(self) -> bool:
+        return self.mixer == "hope_attention"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -80,6 +108,9 @@ class LayerShape:
             out["mixer"] = self.mixer
         if self.gated:
             out["gate"] = self.gate
+        if self.hope:
+            out.update({key: getattr(self, key) for key in CMS_KEYS})
+            out["cms_chunks"] = list(self.cms_chunks)
         return out
 
 
@@ -187,6 +218,26 @@ def _validate_mixer(i: int, layer: LayerShape) -> None:
             raise ConfigError(f"layers[{i}].gate must be one of {GATES}, got {layer.gate!r}")
     elif layer.gate is not None:
         raise ConfigError(f"layers[{i}].gate applies only to mixer 'gated_attention', not {layer.mixer!r}")
+    if not layer.hope:
+        for key in CMS_KEYS:
+            if getattr(layer, key) is not None:
+                raise ConfigError(f"layers[{i}].{key} applies only to mixer 'hope_attention', not {layer.mixer!r}")
+        return
+    if not layer.ffn_widths:
+        raise ConfigError(f"layers[{i}]: mixer 'hope_attention' needs at least one CMS level (ffn_widths)")
+    if len(layer.cms_chunks) != len(layer.ffn_widths):
+        raise ConfigError(
+            f"layers[{i}].cms_chunks: one chunk size per CMS level, got {len(layer.cms_chunks)} "
+            f"for {len(layer.ffn_widths)} levels"
+        )
+    for j, chunk in enumerate(layer.cms_chunks):
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ConfigError(f"layers[{i}].cms_chunks[{j}] must be an integer >= 1, got {chunk!r}")
+    if not layer.cms_lr > 0:
+        raise ConfigError(f"layers[{i}].cms_lr must be positive, got {layer.cms_lr!r}")
+    for key in ("cms_momentum", "cms_decay"):
+        if not 0 <= getattr(layer, key) < 1:
+            raise ConfigError(f"layers[{i}].{key} must be in [0, 1), got {getattr(layer, key)!r}")
 
 
 def _layer_attr(layer: LayerShape, attr: str) -> Any:
@@ -208,7 +259,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         return layer
     if not isinstance(layer, dict):
         raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
-    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate"})
+    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", *CMS_KEYS})
     if unknown:
         raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
     attn = layer.get("attention")
@@ -222,4 +273,6 @@ def _coerce_layer(layer: Any) -> LayerShape:
         ffn_widths=tuple(int(w) for w in layer.get("ffn_widths", ())),
         mixer=layer.get("mixer"),
         gate=layer.get("gate"),
+        cms_chunks=tuple(layer["cms_chunks"]) if layer.get("cms_chunks") is not None else None,
+        **{key: layer.get(key) for key in ("cms_lr", "cms_momentum", "cms_decay")},
     )
