@@ -22,6 +22,7 @@ from shapelm.model.builders import build_model_config
 from shapelm.model.hope import CMSLevel
 
 V = 61
+STEPS = 120
 ATTN = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}
 
 
@@ -37,7 +38,7 @@ def reference_level(level: CMSLevel, x: torch.Tensor) -> torch.Tensor:
     add autograd's gradient of 1/2 ||SwiGLU(x_t; W) - W_v x_t||^2 / C, update every C tokens."""
     c = level.chunk
     w = [p.detach().clone() for p in (level.gate_proj.weight, level.up_proj.weight, level.down_proj.weight)]
-    mom = [torch.zeros_like(p) for p in w]
+    mom = [torch.zeros_like(p) for p in w]  # gate, up, down: the model stacks gate and up
     acc = [torch.zeros_like(p) for p in w]
     outs = []
     for t in range(x.shape[0]):
@@ -68,7 +69,7 @@ def test_chunk_parallel_level_equals_token_by_token_reference(chunk, momentum, d
     ref = torch.stack([reference_level(level, x[b]) for b in range(2)])
     assert torch.allclose(y, ref, atol=1e-5, rtol=1e-4)
     # the memory matters: the same level with its update off reads something else
-    frozen = CMSLevel(16, 24, 10**6, lr=0.5)
+    frozen = CMSLevel(16, 24, 10**6, lr=2.0)
     frozen.load_state_dict(level.state_dict())
     with torch.no_grad():
         assert not torch.allclose(frozen(x), y, atol=1e-3)
@@ -168,19 +169,19 @@ def test_tiny_hope_model_learns_to_copy():
     torch.manual_seed(0)
     n, vocab = 8, 16
     layer = {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 16}, "ffn_widths": [64, 64],
-             "mixer": "hope_attention", "cms_chunks": [2, 8]}
-    cfg = ModelConfig(vocab_size=vocab + 1, d_model=32, max_seq_len=32, layers=[layer, layer])
+             "mixer": "hope_attention", "cms_chunks": [4, 16]}
+    cfg = ModelConfig(vocab_size=vocab + 1, d_model=32, max_seq_len=32, layers=[layer])
     model = build_model(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     start = time.monotonic()
-    for _ in range(300):
-        a = torch.randint(0, vocab, (32, n))
-        seq = torch.cat([a, torch.full((32, 1), vocab), a], 1)
+    for _ in range(STEPS):
+        a = torch.randint(0, vocab, (16, n))
+        seq = torch.cat([a, torch.full((16, 1), vocab), a], 1)
         labels = torch.full_like(seq, -100)
         labels[:, n : 2 * n] = seq[:, n + 1 :]
         loss = model(seq, labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start < 60  # ~5 s on an idle core; loose for a shared machine
     assert loss.item() < 0.3, loss.item()  # chance is ln 16 = 2.77

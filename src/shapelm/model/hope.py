@@ -31,7 +31,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # gate [B, w, d], up [B, w, d], down [B, d, w]
+# (gate and up stacked [B, 2w, d], down [B, d, w]): one matmul reads both input projections
+Weights = tuple[torch.Tensor, torch.Tensor]
 
 
 class FastWeights(NamedTuple):
@@ -60,7 +61,7 @@ class CMSLevel(nn.Module):
         self.key = key  # (layer, level): where a cache keeps this level's state
 
     def initial_state(self, batch: int) -> FastWeights:
-        w = (self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
+        w = (torch.cat([self.gate_proj.weight, self.up_proj.weight]), self.down_proj.weight)
         return FastWeights(tuple(p.expand(batch, *p.shape) for p in w), None, None, 0)
 
     def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
@@ -97,28 +98,27 @@ class CMSLevel(nn.Module):
     def _apply(self, weights: Weights, grad: Weights, momentum: Weights | None) -> FastWeights:
         if self.momentum:
             grad = grad if momentum is None else tuple(self.momentum * m + g for m, g in zip(momentum, grad))
-        keep = 1.0 - self.decay
-        new = tuple(keep * w - self.lr * g for w, g in zip(weights, grad))
+        if self.decay:
+            weights = tuple((1.0 - self.decay) * w for w in weights)
+        new = tuple(torch.add(w, g, alpha=-self.lr) for w, g in zip(weights, grad))
         return FastWeights(new, None, grad if self.momentum else None, 0)
 
 
 def _read(w: Weights, x: torch.Tensor):
-    wg, wu, wd = w
-    a = torch.einsum("bsd,bwd->bsw", x, wg)
-    b = torch.einsum("bsd,bwd->bsw", x, wu)
+    w_in, w_down = w
+    a, b = torch.matmul(x, w_in.mT).chunk(2, dim=-1)
     sig = torch.sigmoid(a)
     silu = a * sig
     h = silu * b
-    return torch.einsum("bsw,bdw->bsd", h, wd), (a, b, sig, silu, h)
+    return torch.matmul(h, w_down.mT), (a, b, sig, silu, h)
 
 
 def _read_and_grad(w: Weights, x: torch.Tensor, v: torch.Tensor, chunk: int):
     """SwiGLU(x; w) and the gradient wrt w of sum_t 1/2 ||SwiGLU(x_t; w) - v_t||^2 / chunk."""
     y, (a, b, sig, silu, h) = _read(w, x)
     e = (y - v) / chunk
-    g_down = torch.einsum("bsd,bsw->bdw", e, h)
-    dh = torch.einsum("bsd,bdw->bsw", e, w[2])
-    g_up = torch.einsum("bsw,bsd->bwd", dh * silu, x)
+    g_down = torch.matmul(e.mT, h)
+    dh = torch.matmul(e, w[1])
     da = dh * b * sig * (1 + a * (1 - sig))  # d silu(a) / da = sig (1 + a (1 - sig))
-    g_gate = torch.einsum("bsw,bsd->bwd", da, x)
-    return y, (g_gate, g_up, g_down)
+    g_in = torch.matmul(torch.cat([da, dh * silu], dim=-1).mT, x)
+    return y, (g_in, g_down)
