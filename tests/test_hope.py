@@ -185,3 +185,39 @@ def test_tiny_hope_model_learns_to_copy():
         opt.step()
     assert time.monotonic() - start < 60  # ~5 s on an idle core; loose for a shared machine
     assert loss.item() < 0.3, loss.item()  # chance is ln 16 = 2.77
+
+
+def test_paper_hope_pairs_are_matched_and_hold_the_transformer_ffn():
+    """Tapered Table 2's Hope-attention pairs: two CMS levels at half the Transformer pair's width
+    (so the same FFN matrices) plus a value projection per level; within each pair parameters and
+    FLOPs are equal."""
+    from pathlib import Path
+
+    from shapelm.config import load_experiment
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "paper.yaml")
+    for scale in ("760m", "1300m"):
+        pair = {}
+        for variant in ("uniform", "cosine_1p5_0p5"):
+            plain, hope = exp.run(f"tp{scale}_{variant}"), exp.run(f"tp{scale}_hope_{variant}")
+            assert "tapered_table2" in hope["tables"] and hope["train"] == plain["train"]
+            plain_cfg, hope_cfg_ = ModelConfig.from_dict(plain["model"]), ModelConfig.from_dict(hope["model"])
+            assert {(layer.mixer, layer.cms_chunks) for layer in hope_cfg_.layers} == {("hope_attention", (16, 64))}
+            d = hope_cfg_.d_model
+            extra = hope_cfg_.n_layers * 2 * d * d
+            assert param_counts(hope_cfg_).total - extra == pytest.approx(param_counts(plain_cfg).total, rel=1e-2)
+            pair[variant] = (param_counts(hope_cfg_).total, flops_per_token(hope_cfg_, 4096).train)
+        (p_uniform, f_uniform), (p_tapered, f_tapered) = pair["uniform"], pair["cosine_1p5_0p5"]
+        assert p_tapered == pytest.approx(p_uniform, rel=1e-3) and f_tapered == pytest.approx(f_uniform, rel=1e-3)
+
+
+def test_default_config_has_the_tiny_hope_pair():
+    from pathlib import Path
+
+    from shapelm.config import load_experiment
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml")
+    for variant in ("uniform", "cosine_1p5_0p5"):
+        cfg = ModelConfig.from_dict(exp.run(f"tp760m_hope_{variant}")["model"])
+        assert {layer.mixer for layer in cfg.layers} == {"hope_attention"}
+        assert cfg.d_model == 64 and cfg.n_layers == 6

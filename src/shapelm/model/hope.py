@@ -81,7 +81,7 @@ class CMSLevel(nn.Module):
             n = min(self.chunk - state.filled, seq - pos)
             closes = state.filled + n == self.chunk
             xs, vs = x[:, pos : pos + n], values[:, pos : pos + n]
-            if not (closes or keep_state):  # a trailing partial chunk whose update nobody reads
+            if not keep_state and pos + n == seq:  # the last chunk's update: nobody reads it
                 outs.append(_read(state.weights, xs)[0])
                 break
             y, grad = _read_and_grad(state.weights, xs, vs, self.chunk)
