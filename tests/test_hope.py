@@ -105,8 +105,12 @@ def test_gradients_reach_every_parameter():
     model(ids, labels=ids).loss.backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
     assert not missing
-    # value projections learn only through the in-context update
-    assert all(".value_proj." in n for n, _ in model.named_parameters() if "value_proj" in n)
+    # the value projections learn only through the in-context update: with no chunk closing
+    # inside the sequence they get no gradient, so the test above sees backprop through updates
+    still = build_model(hope_cfg(chunks=(64, 64)))
+    still(ids, labels=ids).loss.backward()
+    values = [p.grad for n, p in still.named_parameters() if "value_proj" in n]
+    assert values and all(g is None or not g.abs().sum() > 0 for g in values)
 
 
 def test_accounting_matches_the_built_module():
