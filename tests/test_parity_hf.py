@@ -140,6 +140,12 @@ REMOTE_CASES = {
          "mixer": "gated_attention", "gate": "headwise"},
         {"attention": None, "ffn_widths": [32]},
     ],
+    # Hope-attention: fast-weight CMS levels (chunks 3 and 5 over the 16-token inputs)
+    "hope": [
+        {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [16, 24],
+         "mixer": "hope_attention", "cms_chunks": [3, 5], "cms_lr": 2.0, "cms_momentum": 0.5, "cms_decay": 0.1},
+        {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [16]},
+    ],
 }
 
 
