@@ -233,10 +233,13 @@ def _validate_mixer(i: int, layer: LayerShape) -> None:
     for j, chunk in enumerate(layer.cms_chunks):
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ConfigError(f"layers[{i}].cms_chunks[{j}] must be an integer >= 1, got {chunk!r}")
-    if not layer.cms_lr > 0:
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not (number(layer.cms_lr) and layer.cms_lr > 0):
         raise ConfigError(f"layers[{i}].cms_lr must be positive, got {layer.cms_lr!r}")
     for key in ("cms_momentum", "cms_decay"):
-        if not 0 <= getattr(layer, key) < 1:
+        if not (number(getattr(layer, key)) and 0 <= getattr(layer, key) < 1):
             raise ConfigError(f"layers[{i}].{key} must be in [0, 1), got {getattr(layer, key)!r}")
 
 
