@@ -216,6 +216,18 @@ def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokeni
         torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
 
 
+def test_remote_code_hope_right_padding_works_left_padding_refused(tmp_path):
+    model = randomized(cfg(layers=REMOTE_CASES["hope"]))
+    _, hf = _export_and_load(tmp_path, model, "hope_pad")
+    x = ids(seq=12, batch=1)
+    pad = torch.zeros(1, 5, dtype=torch.long)
+    with torch.no_grad():
+        right = hf(torch.cat([x, pad], 1), attention_mask=torch.cat([torch.ones_like(x), pad], 1))
+        torch.testing.assert_close(right.logits[:, :12], model(x).logits, rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match="right padding"):
+            hf(torch.cat([pad, x], 1), attention_mask=torch.cat([pad, torch.ones_like(x)], 1))
+
+
 def test_remote_code_padding_and_generation(tmp_path):
     model = randomized(cfg(layers=REMOTE_CASES["hourglass_k3"]))
     _, hf = _export_and_load(tmp_path, model, "gen")
