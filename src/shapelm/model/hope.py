@@ -13,8 +13,9 @@ weights of the sequence (docs/SHAPES.md, "Hope-attention"):
                  W_{j+1} = (1 - decay) * W_j - (lr / d) * M_j
 
 The step is lr / d_model: the key is the RMS-normalised level input (||x||^2 ~ d), so for a
-linear memory lr < 2 keeps a step from overshooting whatever the width. The local objective is associative memory (Titans/Hope's ||M(k) - v||^2) with the level's input
-as key and a learned value projection W_v. G_j is written out by hand (three matmul pairs), so
+linear memory lr < 2 keeps a step from overshooting whatever the width. The local objective is
+associative memory (Titans/Hope's ||M(k) - v||^2) with the level's input as key and a learned
+value projection W_v. G_j is written out by hand (three matmul pairs), so
 training differentiates through it with ordinary autograd and no double backward.
 
 Training runs chunk-parallel: all tokens of a chunk in one batched matmul, the loop over chunks

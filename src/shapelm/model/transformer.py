@@ -18,8 +18,9 @@ position G1) multiplies the SDPA output by sigmoid(W_gate Norm(x)) before the ou
 one gate per channel ("elementwise") or per head ("headwise"). Hope-attention (mixer
 "hope_attention", Behrouz et al. 2025c) keeps softmax attention and makes the layer's sub-MLPs a
 continuum memory system: each is a `shapelm.model.hope.CMSLevel` whose weights are fast weights,
-updated in context every cms_chunks[j] tokens (its state rides in the cache when decoding). No biases; untied embeddings; optional QK-norm over the full
-q and k widths; init N(0, 0.02) truncated at 3 sigma.
+updated in context every cms_chunks[j] tokens (its state rides in the cache when decoding).
+No biases; untied embeddings; optional QK-norm over the full q and k widths; init N(0, 0.02)
+truncated at 3 sigma.
 """
 
 from __future__ import annotations
