@@ -140,6 +140,12 @@ REMOTE_CASES = {
          "mixer": "gated_attention", "gate": "headwise"},
         {"attention": None, "ffn_widths": [32]},
     ],
+    # Hope-attention: fast-weight CMS levels (chunks 3 and 5 over the 16-token inputs)
+    "hope": [
+        {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [16, 24],
+         "mixer": "hope_attention", "cms_chunks": [3, 5], "cms_lr": 2.0, "cms_momentum": 0.5, "cms_decay": 0.1},
+        {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [16]},
+    ],
 }
 
 
@@ -208,6 +214,18 @@ def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokeni
     x = ids()
     with torch.no_grad():
         torch.testing.assert_close(hf(x).logits, model(x).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_remote_code_hope_right_padding_works_left_padding_refused(tmp_path):
+    model = randomized(cfg(layers=REMOTE_CASES["hope"]))
+    _, hf = _export_and_load(tmp_path, model, "hope_pad")
+    x = ids(seq=12, batch=1)
+    pad = torch.zeros(1, 5, dtype=torch.long)
+    with torch.no_grad():
+        right = hf(torch.cat([x, pad], 1), attention_mask=torch.cat([torch.ones_like(x), pad], 1))
+        torch.testing.assert_close(right.logits[:, :12], model(x).logits, rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match="right padding"):
+            hf(torch.cat([pad, x], 1), attention_mask=torch.cat([pad, torch.ones_like(x)], 1))
 
 
 def test_remote_code_padding_and_generation(tmp_path):

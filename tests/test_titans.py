@@ -64,10 +64,10 @@ def reference_memory(mem, x, chunk):
 
 
 class MemoryOnlyCache:
-    memory: dict
+    state: dict
 
     def __init__(self):
-        self.memory = {}
+        self.state = {}
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 4, 16])
@@ -100,8 +100,8 @@ def test_cached_generation_equals_full_forward():
         steps = [model(ids[:, :7], kv_cache=cache).logits]
         steps += [model(ids[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(7, 15)]
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
-    assert set(cache.memory) == {0, 1}
-    state = cache.memory[0]
+    assert set(cache.state) == {0, 1}
+    state = cache.state[0]
     assert state.offset == 15 % 4 and state.nbytes() * model.config.n_layers == 2 * recurrent_state_bytes(model.config)
 
 

@@ -21,6 +21,15 @@ formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
     is `recurrent_state_bytes` (the memory's chunk-start weights, weights and momentum per
     sequence), in addition to the attention's KV (the static cache keeps every key; only the
     last `window` are read).
+  Hope-attention (Behrouz et al. 2025c; shapelm.model.hope): each sub-MLP is a CMS level of
+    width w with chunk C. Its parameters are the sub-MLP's 3*d*w slow weights plus the local
+    objective's value projection d*d (counted as ffn). Forward per token adds, besides the
+    sub-MLP terms: the value projection 2*d*d, the in-context gradient 8*d*w matrices (four
+    outer products / matmuls of the hand-written SwiGLU gradient) + 7*w + d elementwise, and
+    the update 3*d*w * (2 + 2 per momentum or decay term) / C amortised over the chunk. The
+    backward of the update counts 2x like the rest. Its state per sequence (the fast weights,
+    the open chunk's gradient sum and, with momentum, the momentum) sits next to the KV cache:
+    `fast_weight_state_bytes`.
 
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
 """
@@ -66,7 +75,7 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
                 attention += titans_memory_params(d, layer)
                 norm += d  # the norm between memory and attention
         for width in layer.ffn_widths:
-            ffn += 3 * d * width
+            ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
     norm += d  # final norm
     matrices = 1 if tied else 2
@@ -156,10 +165,30 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
             dense += 7 * d  # pre-attention norm
             if layer.mixer == "titans":
                 dense += sum(titans_memory_flops(d, layer, seq_len)) + 7 * d + 4 * d
-        for width in layer.ffn_widths:
+        for j, width in enumerate(layer.ffn_widths):
             dense += 6 * d * width + 10 * width + 2 * d + 7 * d
+            if layer.hope:
+                dense += cms_update_flops_per_token(layer, d, j)
     dense += 7 * d + 2 * d * vocab  # final norm and LM head
     return FlopsPerToken(forward_dense=dense, forward_scores=scores)
+
+
+def cms_update_flops_per_token(layer: LayerShape, d: int, level: int) -> float:
+    """Forward FLOPs per token of a CMS level's in-context memory: value target, gradient, update."""
+    w, chunk = layer.ffn_widths[level], layer.cms_chunks[level]
+    per_weight = 2 + (2 if layer.cms_momentum else 0) + (2 if layer.cms_decay else 0)
+    return 2 * d * d + 8 * d * w + 7 * w + d + per_weight * 3 * d * w / chunk
+
+
+def fast_weight_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int:
+    """Bytes of Hope-attention state per sequence (constant in length; 0 without CMS levels):
+    each level's fast weights and the open chunk's gradient sum, plus momentum when used."""
+    total = 0
+    for layer in cfg.layers:
+        if layer.hope:
+            copies = 2 + (1 if layer.cms_momentum else 0)
+            total += sum(copies * 3 * cfg.d_model * w for w in layer.ffn_widths)
+    return total * bytes_per_element
 
 
 def train_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int, vocab_size: int | None = None) -> float:
@@ -181,6 +210,8 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
             if layer.mixer == "titans":
                 total += titans_memory_flops(d, layer, seq_len)[0]
         total += sum(6 * d * w for w in layer.ffn_widths)
+        if layer.hope:  # the approximation's matmul terms of the in-context memory
+            total += sum(2 * d * d + 8 * d * w for w in layer.ffn_widths)
     return total
 
 
@@ -205,7 +236,7 @@ SHAPE_COLUMNS = [
     "params_embedding", "params_attention", "params_ffn", "params_norm",
     "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
     "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
-    "kv_bytes_per_token",
+    "kv_bytes_per_token", "state_bytes_per_seq",
 ]
 
 
@@ -237,4 +268,5 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "train_flops_per_step": per_token * tokens_per_step,
         "train_flops_per_step_approx": 3 * approx_forward_flops_per_token(cfg, seq_len) * tokens_per_step,
         "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
+        "state_bytes_per_seq": fast_weight_state_bytes(cfg),
     }

@@ -82,8 +82,10 @@ class StaticKVCache:
                 self.v.append(torch.zeros(shape, dtype=dtype, device=self.device))
             self._lens.append(0)
         self._cached = [i for i, k in enumerate(self.k) if k is not None]
-        # Titans layers' memory state (shapelm.model.titans.MemoryState), set by their forward
-        self.memory: dict[int, object] = {}
+        # Per-sequence recurrent state that replaces or sits beside the KV of a layer, written by
+        # the layer's forward: Titans memories under their layer index (shapelm.model.titans),
+        # Hope-attention CMS levels under (layer, level) (shapelm.model.hope). Not positional.
+        self.state: dict = {}
 
     # -- the KVCache protocol -------------------------------------------------------------------
     def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,12 +127,13 @@ class StaticKVCache:
     def set_length(self, n: int) -> None:
         if not 0 <= n <= self.max_len:
             raise ShapelmError(f"StaticKVCache: length {n} outside [0, {self.max_len}]")
-        if self.memory and n != self.length:
-            raise ShapelmError("StaticKVCache: a Titans memory state cannot be rewound or advanced; reset() it")
+        if self.state and n != self.length:
+            raise ShapelmError("StaticKVCache: a recurrent state (Titans, Hope-attention) cannot be rewound or "
+                               "advanced; reset() it")
         self._lens = [n] * len(self._lens)
 
     def reset(self) -> None:
-        self.memory.clear()
+        self.state.clear()
         self.set_length(0)
 
     # -- filling without a prefill ----------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 The same computation as `shapelm.model.transformer` (per-layer attention shape, K residual
 SwiGLU sub-MLPs per layer, pre or reordered RMSNorm, optional QK-norm over full q/k widths,
-RoPE with optional YaRN, gated attention, Titans MAL), written self-contained. Parameter names
-are shapelm's under ``model.``, so the export is a rename. No KV cache: `use_cache` is off and
-generation recomputes the prefix (correct, slower); an attention mask handles right or left
-padding, except in Titans models, whose memory would learn the left padding (refused).
+RoPE with optional YaRN, gated attention, Titans MAL, Hope-attention's fast-weight CMS levels),
+written self-contained. Parameter names are shapelm's under ``model.``, so the export is a rename.
+No KV cache: `use_cache` is off and generation recomputes the prefix (correct, slower); an
+attention mask handles right or left padding, except in Titans and Hope-attention models, whose
+memories would learn the left padding (refused).
 """
 
 from __future__ import annotations
@@ -200,6 +201,51 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class CMSLevel(nn.Module):
+    """Hope-attention's CMS level (shapelm.model.hope): a SwiGLU whose weights take one SGD step
+    on 1/2 ||SwiGLU(x; W) - W_v x||^2 (mean over the chunk) after every `chunk` tokens; the
+    tokens of a chunk read the weights left by the chunks before it."""
+
+    def __init__(self, d, width, chunk, lr, momentum, decay):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, width, bias=False)
+        self.up_proj = nn.Linear(d, width, bias=False)
+        self.down_proj = nn.Linear(width, d, bias=False)
+        self.value_proj = nn.Linear(d, d, bias=False)
+        self.chunk, self.lr, self.momentum, self.decay = chunk, lr / d, momentum, decay
+
+    def forward(self, x):
+        b = x.shape[0]
+        w_in = torch.cat([self.gate_proj.weight, self.up_proj.weight]).expand(b, -1, -1)
+        w_out = self.down_proj.weight.expand(b, -1, -1)
+        values, outs, mom = self.value_proj(x), [], None
+        for start in range(0, x.shape[1], self.chunk):
+            xs, vs = x[:, start : start + self.chunk], values[:, start : start + self.chunk]
+            a, u = torch.matmul(xs, w_in.mT).chunk(2, dim=-1)
+            sig = torch.sigmoid(a)
+            h = a * sig * u
+            y = torch.matmul(h, w_out.mT)
+            outs.append(y)
+            if xs.shape[1] < self.chunk:
+                break
+            e = (y - vs) / self.chunk
+            dh = torch.matmul(e, w_out)
+            da = dh * u * sig * (1 + a * (1 - sig))
+            grads = (torch.matmul(torch.cat([da, dh * a * sig], dim=-1).mT, xs), torch.matmul(e.mT, h))
+            if self.momentum:
+                grads = grads if mom is None else tuple(self.momentum * m + g for m, g in zip(mom, grads))
+                mom = grads
+            w_in, w_out = ((1 - self.decay) * w - self.lr * g for w, g in zip((w_in, w_out), grads))
+        return torch.cat(outs, dim=1)
+
+
+def _ffn(d, layer, j):
+    width = layer["ffn_widths"][j]
+    if layer.get("mixer") != "hope_attention":
+        return SwiGLU(d, width)
+    return CMSLevel(d, width, layer["cms_chunks"][j], layer["cms_lr"], layer["cms_momentum"], layer["cms_decay"])
+
+
 class Block(nn.Module):
     def __init__(self, config, layer):
         super().__init__()
@@ -207,7 +253,7 @@ class Block(nn.Module):
         d, eps = config.hidden_size, config.rms_norm_eps
         self.reordered = config.norm_placement == "reordered"
         mixer = layer.get("mixer", "attention" if attn else "none")
-        if mixer not in ("attention", "gated_attention", "titans", "none"):
+        if mixer not in ("attention", "gated_attention", "titans", "hope_attention", "none"):
             raise ValueError(f"this remote code does not implement mixer {mixer!r}")
         gate = layer.get("gate", "elementwise") if mixer == "gated_attention" else None
         self.titans = mixer == "titans"
@@ -216,7 +262,7 @@ class Block(nn.Module):
         else:
             self.attn = Attention(config, attn, gate) if attn else None
         self.attn_norm = RMSNorm(d, eps) if attn else None
-        self.mlps = nn.ModuleList(SwiGLU(d, w) for w in layer.get("ffn_widths", []))
+        self.mlps = nn.ModuleList(_ffn(d, layer, j) for j in range(len(layer.get("ffn_widths", []))))
         self.mlp_norms = nn.ModuleList(RMSNorm(d, eps) for _ in layer.get("ffn_widths", []))
 
     def forward(self, x, rope, mask):
@@ -274,6 +320,10 @@ class ShapelmModel(ShapelmPreTrainedModel):
         if attention_mask is not None and not bool(attention_mask.all()):
             if any(block.titans for block in self.layers) and bool((attention_mask.diff(dim=-1) > 0).any()):
                 raise ValueError("Titans memory would learn the left padding: pad on the right")
+            if any(isinstance(m, CMSLevel) for m in self.modules()) and bool(
+                (attention_mask.long().diff(dim=-1) > 0).any()
+            ):  # left padding would be written into the fast weights and shift the chunks
+                raise ValueError("Hope-attention (CMS) layers need right padding, not left padding")
             causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
             keep = attention_mask.bool()[:, None, None, :]
             mask = causal[None, None] & keep

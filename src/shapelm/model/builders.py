@@ -6,8 +6,10 @@
 
 Each kind is a function registered with the keys it accepts; an unknown key, a missing key or an
 impossible shape is a `ConfigError` naming the key (prefixed by where the spec came from).
-Every kind also takes `mixer` (attention | gated_attention | titans), `gate` (elementwise |
-headwise) and Titans' `memory_hidden`, `memory_chunk`, `window` for its attention layers. Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
+Every kind also takes `mixer` (attention | gated_attention | titans | hope_attention) and `gate`
+(elementwise | headwise) for its attention layers, Titans' `memory_hidden`, `memory_chunk`,
+`window`, and for hope_attention the CMS keys (`cms_chunks`, `cms_lr`, `cms_momentum`,
+`cms_decay`, `cms_tapered_level`; docs/SHAPES.md). Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
 `shapelm.model.schedules` (tapered, blocks, lws).
 """
 
@@ -17,7 +19,9 @@ import dataclasses
 from typing import Any, Callable
 
 from shapelm.errors import ConfigError
-from shapelm.model.config import GATES, NORM_PLACEMENTS, TITANS_DEFAULTS, AttentionShape, LayerShape, ModelConfig
+from shapelm.model.config import (
+    CMS_BASE_CHUNK, CMS_LR, GATES, NORM_PLACEMENTS, TITANS_DEFAULTS, AttentionShape, LayerShape, ModelConfig,
+)
 
 # Keys every kind accepts: global model settings.
 COMMON_KEYS: dict[str, Any] = {
@@ -32,7 +36,11 @@ COMMON_KEYS: dict[str, Any] = {
 }
 ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
 # Keys every kind accepts that set each attention layer's token mixer (LayerShape.mixer/gate).
-MIXER_KEYS = ("mixer", "gate", *TITANS_DEFAULTS)
+HOPE_KEYS = ("cms_chunks", "cms_lr", "cms_momentum", "cms_decay", "cms_tapered_level")
+MIXER_KEYS = ("mixer", "gate", *TITANS_DEFAULTS, *HOPE_KEYS)
+#: Which CMS level of a Hope-attention layer takes the layer's (tapered) FFN width; the others
+#: take the mean width over layers (the uniform width at the same total).
+CMS_TAPERED_LEVELS = ("all", "fastest", "slowest")
 
 Builder = Callable[["Spec"], list[LayerShape]]
 _BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
@@ -126,22 +134,59 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
 
 
 def _with_mixer(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
-    """Every attention layer gets the spec's `mixer` (attention | gated_attention | titans), its
-    `gate` (gated attention) and Titans' fields."""
+    """Every attention layer gets the spec's `mixer` (attention | gated_attention | titans |
+    hope_attention), its `gate` (gated attention), Titans' fields or Hope-attention's CMS."""
     if not any(spec.has(key) for key in MIXER_KEYS):
         return layers
-    mixer = spec.choice("mixer", ("attention", "gated_attention", "titans"), "attention")
+    mixer = spec.choice("mixer", ("attention", "gated_attention", "titans", "hope_attention"), "attention")
     gate = spec.choice("gate", GATES, "elementwise") if mixer == "gated_attention" else None
     if spec.has("gate") and gate is None:
         raise ConfigError(f"{spec.name('gate')} applies only to mixer: gated_attention")
+    for key in HOPE_KEYS:
+        if spec.has(key) and mixer != "hope_attention":
+            raise ConfigError(f"{spec.name(key)} applies only to mixer: hope_attention")
     titans = {}
     for key in TITANS_DEFAULTS:
         if spec.has(key):
             if mixer != "titans":
                 raise ConfigError(f"{spec.name(key)} applies only to mixer: titans")
             titans[key] = spec.int(key)
+    if mixer == "hope_attention":
+        return _with_cms(layers, spec)
     return [dataclasses.replace(layer, mixer=mixer, gate=gate, **titans) if layer.attention else layer
             for layer in layers]
+
+
+def _with_cms(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
+    """Hope-attention: each layer's one FFN width becomes a chain of len(cms_chunks) CMS levels."""
+    chunks = spec.get("cms_chunks", [CMS_BASE_CHUNK, 4 * CMS_BASE_CHUNK])
+    if not isinstance(chunks, list) or not chunks or any(
+        isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in chunks
+    ):
+        raise ConfigError(f"{spec.name('cms_chunks')} must be a non-empty list of integers >= 1, got {chunks!r}")
+    lr = spec.number("cms_lr", CMS_LR)
+    rule = {"cms_lr": lr}
+    for key in ("cms_momentum", "cms_decay"):
+        value = spec.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{spec.name(key)} must be a number in [0, 1), got {value!r}")
+        rule[key] = float(value)
+    tapered = spec.choice("cms_tapered_level", CMS_TAPERED_LEVELS, "all")
+    if any(layer.attention is None or len(layer.ffn_widths) != 1 for layer in layers):
+        raise ConfigError(
+            f"{spec.where}: mixer hope_attention needs attention and one FFN width in every layer "
+            "(the CMS chain is set by cms_chunks, not by k or per-layer lists)"
+        )
+    widths = [layer.ffn_widths[0] for layer in layers]
+    mean = max(1, round(sum(widths) / len(widths)))
+    tapered_at = {"fastest": chunks.index(min(chunks)), "slowest": chunks.index(max(chunks))}.get(tapered)
+    out = []
+    for layer, width in zip(layers, widths):
+        levels = tuple(width if tapered_at in (None, j) else mean for j in range(len(chunks)))
+        out.append(dataclasses.replace(
+            layer, ffn_widths=levels, mixer="hope_attention", cms_chunks=tuple(chunks), **rule,
+        ))
+    return out
 
 
 def attention_shape(spec: Spec, d_model: int | None = None) -> AttentionShape | None:

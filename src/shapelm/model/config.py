@@ -22,11 +22,17 @@ RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
 #: "titans" is Behrouz et al. 2024 (arXiv 2501.00663) as MAL, memory as a layer: the neural
 #: long-term memory (shapelm.model.titans) followed by sliding-window softmax attention.
-MIXERS = ("attention", "gated_attention", "titans", "none")
+#: "hope_attention" is Behrouz et al. 2025c's Hope in its attention variant: softmax attention,
+#: and the layer's FFN levels become a continuum memory system (shapelm.model.hope).
+MIXERS = ("attention", "gated_attention", "titans", "hope_attention", "none")
 #: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
 GATES = ("elementwise", "headwise")
 #: Titans layer fields and their defaults (memory_hidden's None: 2 x the attention's head_dim).
 TITANS_DEFAULTS = {"memory_hidden": None, "memory_chunk": 64, "window": 512}
+#: Hope-attention defaults (docs/SHAPES.md): level j updates every 16 * 4**j tokens, by one SGD
+#: step of this learning rate on its chunk's associative-memory loss, no momentum, no decay.
+CMS_BASE_CHUNK = 16
+CMS_LR = 1.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,9 @@ class AttentionShape:
         return self.n_heads // self.n_kv_heads
 
 
+CMS_KEYS = ("cms_chunks", "cms_lr", "cms_momentum", "cms_decay")
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One decoder layer: a token mixer, then residual SwiGLU sub-MLPs of the given widths.
@@ -70,6 +79,12 @@ class LayerShape:
     memory_hidden: int | None = None
     memory_chunk: int | None = None
     window: int | None = None
+    # Hope-attention only: ffn_widths[j] is CMS level j, its fast weights updated every
+    # cms_chunks[j] tokens: W <- (1 - cms_decay) W - cms_lr * M, M <- cms_momentum M + grad.
+    cms_chunks: tuple[int, ...] | None = None
+    cms_lr: float | None = None
+    cms_momentum: float | None = None
+    cms_decay: float | None = None
 
     def __post_init__(self) -> None:
         if self.mixer is None:
@@ -81,10 +96,23 @@ class LayerShape:
                 if getattr(self, key) is None:
                     value = 2 * self.attention.head_dim if key == "memory_hidden" else default
                     object.__setattr__(self, key, value)
+        if self.hope:
+            defaults = {
+                "cms_chunks": tuple(CMS_BASE_CHUNK * 4**j for j in range(len(self.ffn_widths))),
+                "cms_lr": CMS_LR, "cms_momentum": 0.0, "cms_decay": 0.0,
+            }
+            for key, default in defaults.items():
+                if getattr(self, key) is None:
+                    object.__setattr__(self, key, default)
+            object.__setattr__(self, "cms_chunks", tuple(self.cms_chunks))
 
     @property
     def gated(self) -> bool:
         return self.mixer == "gated_attention"
+
+    @property
+    def hope(self) -> bool:
+        return self.mixer == "hope_attention"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -98,6 +126,9 @@ class LayerShape:
         for key in TITANS_DEFAULTS:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.hope:
+            out.update({key: getattr(self, key) for key in CMS_KEYS})
+            out["cms_chunks"] = list(self.cms_chunks)
         return out
 
 
@@ -211,6 +242,29 @@ def _validate_mixer(i: int, layer: LayerShape) -> None:
             raise ConfigError(f"layers[{i}].{key} applies only to mixer 'titans', not {layer.mixer!r}")
         if layer.mixer == "titans" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"layers[{i}].{key} must be a positive integer, got {value!r}")
+    if not layer.hope:
+        for key in CMS_KEYS:
+            if getattr(layer, key) is not None:
+                raise ConfigError(f"layers[{i}].{key} applies only to mixer 'hope_attention', not {layer.mixer!r}")
+        return
+    if not layer.ffn_widths:
+        raise ConfigError(f"layers[{i}]: mixer 'hope_attention' needs at least one CMS level (ffn_widths)")
+    if len(layer.cms_chunks) != len(layer.ffn_widths):
+        raise ConfigError(
+            f"layers[{i}].cms_chunks: one chunk size per CMS level, got {len(layer.cms_chunks)} "
+            f"for {len(layer.ffn_widths)} levels"
+        )
+    for j, chunk in enumerate(layer.cms_chunks):
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ConfigError(f"layers[{i}].cms_chunks[{j}] must be an integer >= 1, got {chunk!r}")
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not (number(layer.cms_lr) and layer.cms_lr > 0):
+        raise ConfigError(f"layers[{i}].cms_lr must be positive, got {layer.cms_lr!r}")
+    for key in ("cms_momentum", "cms_decay"):
+        if not (number(getattr(layer, key)) and 0 <= getattr(layer, key) < 1):
+            raise ConfigError(f"layers[{i}].{key} must be in [0, 1), got {getattr(layer, key)!r}")
 
 
 def _layer_attr(layer: LayerShape, attr: str) -> Any:
@@ -232,7 +286,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         return layer
     if not isinstance(layer, dict):
         raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
-    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", *TITANS_DEFAULTS})
+    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", *TITANS_DEFAULTS, *CMS_KEYS})
     if unknown:
         raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
     attn = layer.get("attention")
@@ -247,4 +301,6 @@ def _coerce_layer(layer: Any) -> LayerShape:
         mixer=layer.get("mixer"),
         gate=layer.get("gate"),
         **{key: layer.get(key) for key in TITANS_DEFAULTS},
+        cms_chunks=tuple(layer["cms_chunks"]) if layer.get("cms_chunks") is not None else None,
+        **{key: layer.get(key) for key in ("cms_lr", "cms_momentum", "cms_decay")},
     )

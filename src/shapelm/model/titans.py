@@ -179,9 +179,9 @@ class NeuralMemory(nn.Module):
         q, k, v = q.float(), k.float(), v.float()
         states = None
         if cache is not None:
-            states = getattr(cache, "memory", None)
+            states = getattr(cache, "state", None)
             if states is None:
-                raise TypeError(f"{type(cache).__name__} holds no `memory` dict for Titans' memory state")
+                raise TypeError(f"{type(cache).__name__} holds no `state` dict for Titans' memory state")
         state = states.get(self.layer_idx) if states is not None else None
         if state is None:
             state = self.initial_state(b)

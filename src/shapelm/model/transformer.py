@@ -17,8 +17,12 @@ d_model (hourglass attention). Gated attention (mixer "gated_attention", Qiu et 
 position G1) multiplies the SDPA output by sigmoid(W_gate Norm(x)) before the output projection,
 one gate per channel ("elementwise") or per head ("headwise"). Titans (mixer "titans", MAL:
 memory as a layer) is m = Memory(x) (shapelm.model.titans), then sliding-window attention over
-x + m, in place of the attention branch. No biases; untied embeddings; optional QK-norm over the full
-q and k widths; init N(0, 0.02) truncated at 3 sigma.
+x + m, in place of the attention branch. Hope-attention (mixer "hope_attention", Behrouz et al.
+2025c) keeps softmax attention and makes the layer's sub-MLPs a continuum memory system: each is
+a `shapelm.model.hope.CMSLevel` whose weights are fast weights, updated in context every
+cms_chunks[j] tokens (its state rides in the cache when decoding).
+No biases; untied embeddings; optional QK-norm over the full q and k widths; init N(0, 0.02)
+truncated at 3 sigma.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
 
 from shapelm.model.config import RECOMPUTE_MODES, LayerShape, ModelConfig
+from shapelm.model.hope import CMSLevel
 from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
 from shapelm.model.titans import NeuralMemory
 
@@ -156,7 +161,8 @@ class TitansMAL(nn.Module):
 
 
 #: A layer's mixer name -> the module that mixes its tokens: forward(x, cos, sin, cache).
-MIXER_MODULES = {"attention": Attention, "gated_attention": Attention, "titans": TitansMAL}
+# The token mixer of each `LayerShape.mixer` (Hope-attention mixes with attention; its CMS is the FFN).
+MIXER_MODULES = {"attention": Attention, "gated_attention": Attention, "titans": TitansMAL, "hope_attention": Attention}
 
 
 class SwiGLU(nn.Module):
@@ -169,7 +175,7 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(width, d_model, bias=False)
         self.recompute = False  # SiLU(gate) is then rebuilt from gate in backward
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:  # stateless: no cache use
         gate, inner = self.gate_proj(x), self.up_proj(x)
         hidden = _recomputed(_swiglu, gate, inner) if self.recompute else _swiglu(gate, inner)
         return self.down_proj(hidden)
@@ -186,7 +192,7 @@ class Block(nn.Module):
         self.reordered = cfg.norm_placement == "reordered"
         self.attn = MIXER_MODULES[shape.mixer](cfg, shape, layer_idx) if shape.attention else None
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
-        self.mlps = nn.ModuleList(SwiGLU(cfg.d_model, w) for w in shape.ffn_widths)
+        self.mlps = nn.ModuleList(_ffn(cfg, shape, layer_idx, j) for j in range(len(shape.ffn_widths)))
         self.mlp_norms = nn.ModuleList(RMSNorm(cfg.d_model, cfg.norm_eps) for _ in shape.ffn_widths)
         self.recompute = "none"
 
@@ -210,14 +216,24 @@ class Block(nn.Module):
             else:
                 x = x + self.attn(self.attn_norm(x), cos, sin, kv_cache)
         for norm, mlp in zip(self.mlp_norms, self.mlps):
-            if self.recompute == "ffn":
+            if self.recompute == "ffn" and kv_cache is None:
                 x = x + _recomputed(self._ffn_branch, norm, mlp, x)
             else:
-                x = x + self._ffn_branch(norm, mlp, x)
+                x = x + self._ffn_branch(norm, mlp, x, kv_cache)
         return x
 
-    def _ffn_branch(self, norm: RMSNorm, mlp: SwiGLU, x: torch.Tensor) -> torch.Tensor:
-        return norm(mlp(x)) if self.reordered else mlp(norm(x))
+    def _ffn_branch(self, norm: RMSNorm, mlp: SwiGLU | CMSLevel, x: torch.Tensor, cache=None) -> torch.Tensor:
+        return norm(mlp(x, cache)) if self.reordered else mlp(norm(x), cache)
+
+
+def _ffn(cfg: ModelConfig, shape: LayerShape, layer_idx: int, j: int) -> SwiGLU | CMSLevel:
+    """Sub-MLP j of a layer: a SwiGLU, or Hope-attention's CMS level j (fast weights)."""
+    if not shape.hope:
+        return SwiGLU(cfg.d_model, shape.ffn_widths[j])
+    return CMSLevel(
+        cfg.d_model, shape.ffn_widths[j], shape.cms_chunks[j], shape.cms_lr,
+        shape.cms_momentum, shape.cms_decay, key=(layer_idx, j),
+    )
 
 
 class Transformer(nn.Module):
