@@ -57,6 +57,12 @@ def full_run(data, tmp_path_factory):
     return out
 
 
+def test_results_read_the_split_by_the_trainers_name():
+    from shapelm.results.readers import HELDOUT_SPLIT as READ
+
+    assert READ == HELDOUT_SPLIT
+
+
 def test_due_steps():
     r = TrainRecipe.from_dict({"total_tokens": 20 * 128, "batch_tokens": 128, "seq_len": 16,
                                "eval_every": 300})

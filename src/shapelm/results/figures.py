@@ -557,8 +557,7 @@ def lws_fig4_val_ppl(ctx: Context) -> plt.Figure:
         _curve_panel(ctx, ax, mine, _val_getter(ctx), None,
                      "validation PPL (in-distribution split)", VAL_PENDING)
     fig.suptitle("LWS Figure 4: validation perplexity, LWS vs isotropic baseline" + _scaled_note(ctx, table, runs)
-                 + "
-held-out split of the training stream, as the paper's 10M-token held-out set",
+                 + "\nheld-out split of the training stream, as the paper's 10M-token held-out set",
                  fontsize=9)
     fig.tight_layout()
     return fig
@@ -579,8 +578,7 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
         _curve_panel(ctx, ax, runs, _val_getter(ctx), zoom, "validation PPL (in-distribution split)",
                      VAL_PENDING)
     fig.suptitle("LWS Figure 5: validation perplexity of every variant" + _scaled_note(ctx, table, runs)
-                 + "
-paper: all variants close, below the 18L baseline; Framed bumps late in training",
+                 + "\npaper: all variants close, below the 18L baseline; Framed bumps late in training",
                  fontsize=9)
     fig.tight_layout()
     return fig
@@ -596,8 +594,7 @@ def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -
         _no_runs(ax, ctx, title)
         return fig
     _curve_panel(ctx, ax, runs, ctx.ce_curve, zoom, "training cross-entropy (nats/token, no z-loss)",
-                 "pending: no metrics.jsonl yet
-(paper: curves plotted only, no values)")
+                 "pending: no metrics.jsonl yet\n(paper: curves plotted only, no values)")
     return fig
 
 
