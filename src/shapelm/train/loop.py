@@ -35,7 +35,6 @@ from shapelm.data.repetition import repetition_mask
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.train import checkpoint as ckpt
-from shapelm.train.evaluator import Evaluator, is_due, summary_line
 from shapelm.train.distributed import (
     DistEnv,
     all_reduce_sum,
@@ -43,6 +42,7 @@ from shapelm.train.distributed import (
     hostname,
     process_group,
 )
+from shapelm.train.evaluator import Evaluator, is_due, summary_line
 from shapelm.train.observe import (
     MetricsLog,
     device_names,
@@ -300,8 +300,6 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     accum = grad_accumulation(recipe, env.world_size)
     store = _open_tokens(tokens_path, cfg, recipe, stop)
     amp = autocast_dtype(recipe, env.device)
-    evaluator = (Evaluator(recipe, store, val_dirs, env, cfg.vocab_size, amp)
-                 if recipe.eval_every > 0 else None)
     rhash, rcontent = recipe_fingerprint(cfg, recipe, _data_identity(store))
     fsdp = is_fsdp(recipe, env)
 
@@ -332,6 +330,9 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     if resume and stop <= start_step < total:  # --max-steps at or below a saved step
         log.info("%s: already at step %d >= --max-steps %d", out_dir, start_step, stop)
         return TrainResult("stopped", start_step, total, out_dir, checkpoint=Path(resume[1]))
+    # Every rank opens the evaluation sets (the same files: the same verdict on each).
+    evaluator = (Evaluator(recipe, store, val_dirs, env, cfg.vocab_size, amp)
+                 if recipe.eval_every > 0 else None)
 
     # Seed everything, then build the model from the init or the checkpoint.
     random.seed(recipe.seed)
