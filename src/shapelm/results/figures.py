@@ -443,7 +443,8 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     xs = range(len(rows))
     have = False
     drawn: set[str] = set()
-    bottom = 0.9 * min(R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value for r in rows)
+    ours_all = [v for r in rows for v in (_indist_ppl(ctx, r["run"]), _sets_ppl(ctx, r["run"])) if v]
+    bottom = 0.9 * min([R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value for r in rows] + ours_all)
     for i, r in enumerate(rows):
         p = R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value
         ax.bar(i - 0.22, p, width=0.28, facecolor="none", edgecolor="#d62728", hatch="//",
@@ -470,7 +471,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     ax.set_ylim(bottom, None)
     ax.set_ylabel("validation perplexity")
     ax.set_title("Tapered Figure 2: three equal blocks, MLP width multipliers (440M)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # clear of the bars
     ax.grid(alpha=0.3, axis="y")
     return fig
 
@@ -506,25 +507,27 @@ def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float
     """x from start to end; y fitted to the points inside (a bump at the end stays visible)."""
     inside = [y for xs, ys in curves for x, y in zip(xs, ys) if start <= x <= end]
     ax.set_xlim(start / 1e9, end / 1e9)
-    if inside:
+    if not inside:
+        _pending(ax, "no points in the zoomed range yet")
+    else:
         lo, hi = min(inside), max(inside)
         pad = 0.08 * (hi - lo or abs(hi) or 1.0)
         ax.set_ylim(lo - pad, hi + pad)
 
 
 def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
-                 pending: str) -> bool:
+                 pending: str, paper: bool = True) -> bool:
     """Every run's curve on one axis (tokens in billions); `zoom`: only the last fraction."""
     curves = []
     for run in runs:
         c = get(run)
         style = _lws_style(ctx, run)
         if not c:
-            ax.plot([], [], **style, label=_lws_label(ctx, run) + " (pending)")
+            ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
             continue
         curves.append(c)
         ax.plot([x / 1e9 for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
-                ms=3, **style, label=_lws_label(ctx, run))
+                ms=3, **style, label=_lws_label(ctx, run, paper))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
     if not curves:
         _pending(ax, pending)
@@ -594,7 +597,7 @@ def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -
         _no_runs(ax, ctx, title)
         return fig
     _curve_panel(ctx, ax, runs, ctx.ce_curve, zoom, "training cross-entropy (nats/token, no z-loss)",
-                 "pending: no metrics.jsonl yet\n(paper: curves plotted only, no values)")
+                 "pending: no metrics.jsonl yet\n(paper: curves plotted only, no values)", paper=False)
     return fig
 
 
