@@ -47,6 +47,19 @@ def fake_downstream(run: str, avg_acc: float | None = None) -> dict:
             "acc_tasks": [t for t, k in TASKS.items() if k == "acc"], "details": {}}
 
 
+def fake_val(run: str, step: int, batch_tokens: int, frac: float) -> dict:
+    """A "val" record of metrics.jsonl (evaluation during training) at `frac` of training."""
+    def part(salt: str, base: float) -> dict:
+        loss = base + 1.0 / (1.0 + 5 * frac) + 0.05 * jitter(run, salt)
+        return {"loss": loss, "ppl": math.exp(loss), "n_instances": 8, "n_tokens": 8 * 4095}
+    sets = {s: part(s, 2.0 + 0.5 * i) for i, s in enumerate(SETS)}
+    losses = [v["loss"] for v in sets.values()]
+    return {"kind": "val", "step": step, "tokens": step * batch_tokens, "train_heldout": part("id", 2.2),
+            "sets": sets, "aggregate": {"val_loss": sum(losses) / 4,
+                                        "val_ppl": sum(math.exp(x) for x in losses) / 4,
+                                        "exp_mean_loss": math.exp(sum(losses) / 4), "n_sets": 4}}
+
+
 def write(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj))
@@ -55,6 +68,7 @@ def write(path: Path, obj) -> None:
 def fabricate(exp, results_dir: Path, work_dir: Path, runs=None) -> None:
     """Fake ppl/downstream JSONs for `runs` (default: every run), long-context and decode files,
     and metrics.jsonl curves."""
+    from shapelm.config import run_recipe
     from shapelm.results.context import Context
 
     ctx = Context(exp, results_dir, work_dir)
@@ -70,7 +84,10 @@ def fabricate(exp, results_dir: Path, work_dir: Path, runs=None) -> None:
                   {"lengths": lengths, "scores": {str(L): {"niah_single_1": 90 - 5 * i, "mean": 90 - 5 * i - jitter(run)}
                                                   for i, L in enumerate(lengths)}})
         recs = [{"step": s, "loss": 10 * (s + 1) ** -0.3 + jitter(run),
-                 "tokens_per_s": 1000.0 * (1 + jitter(run, f"tps{s}")), "mfu": None} for s in range(0, 200, 10)]
+                 "tokens_per_s": 1000.0 * (1 + jitter(run, f"tps{s}")), "mfu": None,
+                 "ce_loss": 10 * (s + 1) ** -0.3 + jitter(run) - 1e-3} for s in range(0, 200, 10)]
+        total, bt = run_recipe(exp.runs[run]).total_steps, exp.runs[run]["train"]["batch_tokens"]
+        recs += [fake_val(run, max(1, round(total * k / 10)), bt, k / 10) for k in range(1, 11)]
         p = work_dir / "runs" / run / "metrics.jsonl"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"step": 999, "lo')  # torn last line

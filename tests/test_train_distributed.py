@@ -25,6 +25,9 @@ from test_train_helpers import (
 )
 
 STEPS = 6
+# Validation at steps 3 and 6 on a 25-instance held-out split: 13 chunks over 2 ranks under DDP
+# (one rank repeats a forward), 7 under FSDP (the last one padded).
+VAL = dict(eval_every=3 * 128, eval_heldout_sequences=25)
 
 
 def free_port() -> int:
@@ -33,8 +36,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def metrics(out):
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+def metrics(out, kind=None):
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r.get("kind") == kind]
 
 
 def assert_close(a, b):
@@ -47,8 +51,8 @@ def assert_close(a, b):
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("dist")
     tokens = make_tokens(root / "tok")
-    ddp_cfg = run_config(steps=STEPS, micro_batch_size=2)  # 2 ranks x 2 micro batches of 2
-    fsdp_cfg = run_config(steps=STEPS, micro_batch_size=4, distributed="fsdp")  # 2 ranks x 1 x 4
+    ddp_cfg = run_config(steps=STEPS, micro_batch_size=2, **VAL)  # 2 ranks x 2 micro batches of 2
+    fsdp_cfg = run_config(steps=STEPS, micro_batch_size=4, distributed="fsdp", **VAL)  # 2 ranks x 1 x 4
     args = lambda name, cfg: [str(write_config(root / f"{name}.json", cfg)), str(root / name),  # noqa: E731
                               str(tokens), "0", "api"]
     procs = {
@@ -72,7 +76,7 @@ def runs(tmp_path_factory):
     torch.set_num_threads(1)
     try:
         ref = root / "single"
-        train(run_config(steps=STEPS, micro_batch_size=4), ref, data_dir=tokens, progress=False)
+        train(run_config(steps=STEPS, micro_batch_size=4, **VAL), ref, data_dir=tokens, progress=False)
     finally:
         torch.set_num_threads(n)
     for name, group in procs.items():
@@ -92,6 +96,11 @@ def test_two_processes_match_one(runs, mode):
     for x, y in zip(a, b):
         assert y["loss"] == pytest.approx(x["loss"], rel=1e-5)
         assert y["grad_norm"] == pytest.approx(x["grad_norm"], rel=1e-4)
+    va, vb = metrics(ref, "val"), metrics(out, "val")
+    assert [r["step"] for r in vb] == [3, 6]
+    for x, y in zip(va, vb):
+        assert y["train_heldout"]["n_tokens"] == x["train_heldout"]["n_tokens"] == 25 * 15
+        assert y["train_heldout"]["loss"] == pytest.approx(x["train_heldout"]["loss"], rel=1e-5)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["hardware"]["world_size"] == 2
     assert manifest["hardware"]["launcher"] == ("torchrun" if mode == "ddp" else "srun")

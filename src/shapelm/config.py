@@ -40,7 +40,7 @@ SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 YTE_KEY = "__use_yte__"
 #: The sections whose schema `default:` values the loader fills in (rules read them as given).
 DEFAULTED_SECTIONS = ("longctx", "decode")
-TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens")
+TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens", "eval_every")
 
 
 def _name_rules() -> dict[str, str]:
@@ -86,6 +86,11 @@ class TrainRecipe:
     log_every: int = 10
     loss_chunk_tokens: int = 0  # 0: plain loss; >0: vocabulary loss in token chunks
     repetition_filter: bool = True  # OLMo's instance filter: period <= 13 repeated >= 32 times
+    # Validation during training (shapelm.train.evaluator, docs/TRAINING.md "Validation during
+    # training"); none of it changes an update, so none is in the recipe hash.
+    eval_every: int = 0  # tokens between evaluations (0: none)
+    eval_heldout_sequences: int = 0  # instances after the last trained one: the in-distribution split
+    eval_max_instances: int | None = None  # per held-out validation set (None: all of it)
 
     @property
     def batch_sequences(self) -> int:
@@ -126,6 +131,16 @@ class TrainRecipe:
         if self.activation_checkpointing not in RECOMPUTE_MODES:
             raise ConfigError(f"{where}.activation_checkpointing must be one of {RECOMPUTE_MODES}, "
                               f"got {self.activation_checkpointing!r}")
+        if self.eval_every < 0:
+            raise ConfigError(f"{where}.eval_every must be >= 0 tokens (0: no evaluation during "
+                              f"training), got {self.eval_every}")
+        if not isinstance(self.eval_heldout_sequences, int) or self.eval_heldout_sequences < 0:
+            raise ConfigError(f"{where}.eval_heldout_sequences must be a whole number >= 0 of "
+                              f"seq_len instances, got {self.eval_heldout_sequences!r}")
+        if self.eval_max_instances is not None and (
+                not isinstance(self.eval_max_instances, int) or self.eval_max_instances < 1):
+            raise ConfigError(f"{where}.eval_max_instances must be null (every instance) or >= 1, "
+                              f"got {self.eval_max_instances!r}")
         if self.micro_batch_size <= 0 or self.batch_sequences % self.micro_batch_size:
             raise ConfigError(
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide the "

@@ -153,6 +153,10 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         steps = max(MIN_STEPS, 2 * min(MAX_SEGMENTS, segments.get(scale_name, 1)))
         train.update(seq_len=seq, batch_tokens=batch_seqs * seq, total_tokens=steps * batch_seqs * seq,
                      warmup_tokens=batch_seqs * seq)
+        if merged.get("eval_every"):  # two evaluations during training, a few instances each
+            train.update(eval_every=max(1, steps // 2) * batch_seqs * seq,
+                         eval_heldout_sequences=min(int(merged.get("eval_heldout_sequences", 0)), batch_seqs),
+                         eval_max_instances=4)
         train.pop("fp8", None)  # float8 needs a CUDA GPU (SM89+); the rehearsal runs on CPU
         shrunk_train[scale_name] = {k: train[k] for k in ("seq_len", "batch_tokens", "total_tokens", "warmup_tokens")}
         res["segments"] = min(MAX_SEGMENTS, segments.get(scale_name, 1))

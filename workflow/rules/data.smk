@@ -117,9 +117,7 @@ else:
         params:
             source_tokenizer=lambda w: data_plan.source_tokenizer(SCALE_DATA[w.scale]),
             tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
-            tokens=lambda w: int(
-                float(EXP.raw["scales"][w.scale]["train"]["total_tokens"])
-            ),
+            tokens=lambda w: data_plan.stream_tokens(EXP.raw, w.scale),
             seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
             context=lambda w: f"scales.{w.scale}",
             hint=lambda w: (

@@ -59,7 +59,8 @@ TRAIN_SHELL = (
     "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
     "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
     "{params.launch:q} train {input.config:q} --out {params.out:q} "
-    '--data "$(dirname {input.data:q})" {params.until:q} --time-limit {resources.runtime:q} '
+    '--data "$(dirname {input.data:q})" {params.val:q} {params.until:q} '
+    "--time-limit {resources.runtime:q} "
     "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1"
 )
 TRAIN_RESOURCES_OF_RULE = dict(
@@ -74,11 +75,21 @@ TRAIN_RESOURCES_OF_RULE = dict(
 )
 
 
+def eval_inputs(run):
+    """The held-out sets a run scores during training (train.eval_every), as manifests."""
+    return val_data(run) if EXP.run(run)["train"].get("eval_every") else []
+
+
+def eval_args(wildcards, input):
+    return ["--val", *[os.path.dirname(p) for p in input.val]] if input.val else []
+
+
 rule train_segment:
     """Train up to step {step} of a run that does not fit one job (checkpoint, marker)."""
     input:
         config=f"{WORK}/runs/{{run}}/run_config.json",
         data=lambda w: train_data(w.run),
+        val=lambda w: eval_inputs(w.run),
         previous=lambda w: previous_segment(w.run, w.step),
     output:
         f"{WORK}/runs/{{run}}/segments/step-{{step}}.json",
@@ -96,6 +107,7 @@ rule train_segment:
     params:
         out=lambda w: run_dir(w.run),
         launch=lambda w: shlex.split(TRAIN_PLANS[w.run].job.launch()),
+        val=eval_args,
         until=lambda w: ["--max-steps", w.step],
         margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
         state=lambda w: segment_marker(w.run, w.step),
@@ -107,6 +119,7 @@ rule train:
     input:
         config=f"{WORK}/runs/{{run}}/run_config.json",
         data=lambda w: train_data(w.run),
+        val=lambda w: eval_inputs(w.run),
         previous=lambda w: previous_segment(w.run),
     output:
         model=f"{WORK}/runs/{{run}}/final/model.safetensors",
@@ -121,6 +134,7 @@ rule train:
     params:
         out=lambda w: run_dir(w.run),
         launch=lambda w: shlex.split(TRAIN_PLANS[w.run].job.launch()),
+        val=eval_args,
         until=[],
         margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
         state=lambda w: f"{run_dir(w.run)}/final/train_result.json",

@@ -65,11 +65,26 @@ def over_slice(data: dict[str, Any]) -> float:
     return float((data.get("retokenize") or {}).get("over_slice", DEFAULT_OVER_SLICE))
 
 
+def heldout_tokens(raw: dict[str, Any], scale: str) -> int:
+    """Tokens right after a scale's training budget that its held-out split of the training
+    stream takes: ``train.eval_heldout_sequences x seq_len`` (shapelm.train.evaluator)."""
+    from shapelm.config import merge
+
+    train = merge(raw.get("train_defaults", {}), raw["scales"][scale].get("train", {}))
+    return int(train.get("eval_heldout_sequences", 0) or 0) * int(train.get("seq_len", 4096))
+
+
+def stream_tokens(raw: dict[str, Any], scale: str) -> int:
+    """Tokens a scale's training stream holds: the budget, then the held-out split."""
+    return int(float(raw["scales"][scale]["train"]["total_tokens"])) + heldout_tokens(raw, scale)
+
+
 def source_tokens(raw: dict[str, Any], scale: str) -> int:
-    """Source tokens to slice for a scale: its ``train.total_tokens``, times ``over_slice`` when
-    the scale re-tokenizes (the re-encoded stream must hold the budget; 32K and 50K
-    tokenizers spend more tokens per byte than dolma2's 100K, so 1.0 is normally enough)."""
-    total = int(float(raw["scales"][scale]["train"]["total_tokens"]))
+    """Source tokens to slice for a scale: its stream (``train.total_tokens`` plus the held-out
+    split), times ``over_slice`` when the scale re-tokenizes (the re-encoded stream must hold it;
+    32K and 50K tokenizers spend more tokens per byte than dolma2's 100K, so 1.0 is normally
+    enough)."""
+    total = stream_tokens(raw, scale)
     data = scale_data(raw, scale)
     return math.ceil(total * over_slice(data)) if retokenizes(data) else total
 

@@ -41,6 +41,15 @@ def set_name(path: str | os.PathLike, taken: set[str]) -> str:
     return name
 
 
+def batch_ce_sum(model, inputs: torch.Tensor, labels: torch.Tensor, count,
+                 loss_chunk_tokens: int | None = 4096) -> torch.Tensor:
+    """Summed next-token cross-entropy of one batch, a float64 tensor left on the device (no
+    sync): the model's token-mean CE over the `count` labelled positions (labels -100 are
+    ignored) times `count`. Shared with validation during training (shapelm.train.evaluator)."""
+    out = model(inputs, labels, return_logits=False, loss_chunk_tokens=loss_chunk_tokens)
+    return out.ce_loss.detach().double() * count
+
+
 @torch.no_grad()
 def evaluate_store(
     model,
@@ -79,9 +88,8 @@ def evaluate_store(
         block = np.stack([store.instance(i, seq_len) for i in idx]).astype(np.int64)
         tokens = torch.from_numpy(block).to(device)
         inputs, labels = tokens[:, :-1], tokens[:, 1:]
-        out = model(inputs, labels, return_logits=False, loss_chunk_tokens=4096)
         count = int(labels.numel())
-        ce_sums.append(float(out.ce_loss) * count)
+        ce_sums.append(float(batch_ce_sum(model, inputs, labels, count)))
         counts.append(count)
         bar.update(len(idx))
     bar.close()

@@ -229,6 +229,32 @@ class Context:
         xs, ys = readers.loss_curve(records, self.exp.runs[run]["train"]["batch_tokens"])
         return (xs, ys) if xs else None
 
+    # ---- evaluations during training (train.eval_every; "val" records of metrics.jsonl)
+    @functools.lru_cache(maxsize=None)
+    def metrics_records(self, run: str | None) -> list[dict[str, Any]] | None:
+        if not self.has_run(run):
+            return None
+        return readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl")
+
+    def val_records(self, run: str | None) -> list[dict[str, Any]]:
+        return readers.val_records(self.metrics_records(run) or [])
+
+    def final_val(self, run: str | None) -> dict[str, Any] | None:
+        """The evaluation after the run's last update (None until the run has finished with
+        train.eval_every set)."""
+        recs = self.val_records(run)
+        if not recs or readers._num(recs[-1].get("step")) != run_recipe(self.exp.runs[run]).total_steps:
+            return None
+        return recs[-1]
+
+    def val_curve(self, run: str, which: str = readers.HELDOUT_SPLIT, key: str = "ppl"):
+        xs, ys = readers.val_curve(self.metrics_records(run) or [], which, key,
+                                   self.exp.runs[run]["train"]["batch_tokens"])
+        return (xs, ys) if xs else None
+
+    def ce_curve(self, run: str):
+        xs, ys = readers.ce_curve(self.metrics_records(run) or [], self.exp.runs[run]["train"]["batch_tokens"])
+        return (xs, ys) if xs else None
 
 def _mean_throughput(found: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: seeds.spread(f[k] for f in found).mean

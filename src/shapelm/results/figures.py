@@ -373,11 +373,25 @@ SCHEDULES = ("linear", "cosine", "sigmoid")
 RATIOS = ("1p25_0p75", "1p375_0p625", "1p5_0p5", "1p625_0p375", "1p75_0p25")
 
 
+def _indist_ppl(ctx: Context, run: str) -> float | None:
+    """A run's final PPL on the held-out split of its training stream (None: pending)."""
+    from shapelm.results.readers import val_value
+
+    rec = ctx.final_val(run) if ctx.has_run(run) else None
+    return val_value(rec) if rec else None
+
+
+def _sets_ppl(ctx: Context, run: str) -> float | None:
+    p = ctx.ppl(run) if ctx.has_run(run) else None
+    return p.val_ppl if p else None
+
+
 def tapered_heatmap(ctx: Context) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
-    u = ctx.ppl("tp440m_uniform") if ctx.has_run("tp440m_uniform") else None
-    for k, (ax, who) in enumerate(zip(axes, ("paper (prose; 11 of 15 cells missing)", "ours"))):
+    ours = {1: _indist_ppl, 2: _sets_ppl}  # the paper's quantity first, the held-out sets beside it
+    for k, (ax, who) in enumerate(zip(axes, ("paper (prose; 11 of 15 cells missing)",
+                                             "ours, in-distribution split", "ours, held-out sets"))):
         grid: list[list[float]] = []
         unconfigured: set[tuple[int, int]] = set()
         for s in SCHEDULES:
@@ -391,8 +405,7 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                     except KeyError:
                         v = None
                 else:
-                    p = ctx.ppl(run) if ctx.has_run(run) else None
-                    v = p.val_ppl if p else None
+                    v = ours[k](ctx, run)
                     if not ctx.has_run(run):
                         unconfigured.add((len(grid), len(row)))
                 row.append(float("nan") if v is None else v)
@@ -411,13 +424,15 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
         ax.set_yticks(range(len(SCHEDULES)))
         ax.set_yticklabels(SCHEDULES)
         ax.set_xlabel("d_ff start/end multiplier (first layer / last layer)")
-        base = uniform_p if k == 0 else (u.val_ppl if u and u.val_ppl else None)
-        missing = "not configured" if k == 1 and not ctx.has_run("tp440m_uniform") else "pending"
+        base = uniform_p if k == 0 else ours[k](ctx, "tp440m_uniform")
+        missing = "not configured" if k > 0 and not ctx.has_run("tp440m_uniform") else "pending"
         ax.set_title(f"{who}: validation PPL (uniform: {base:.2f})" if base else f"{who}: validation PPL "
                      f"(uniform: {missing})", fontsize=9)
         if finite:
             fig.colorbar(im, ax=ax, label="validation PPL")
-    fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better)", fontsize=10)
+    fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better); the paper "
+                 "reports in-distribution validation PPL (a held-out split of the training data)",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -426,32 +441,35 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     rows = R.table("tapered_fig2_blocks")
     xs = range(len(rows))
-    have = False
-    bottom = 0.9 * min(R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value for r in rows)
+    drawn: set[str] = set()
+    ours_all = [v for r in rows for v in (_indist_ppl(ctx, r["run"]), _sets_ppl(ctx, r["run"])) if v]
+    bottom = 0.9 * min([R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value for r in rows] + ours_all)
     for i, r in enumerate(rows):
         p = R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value
-        ax.bar(i - 0.18, p, width=0.36, facecolor="none", edgecolor="#d62728", hatch="//",
-               label="paper (text)" if i == 0 else None)
-        ax.text(i - 0.18, p, f"{p:.2f}", ha="center", va="bottom", fontsize=7)
-        ours = ctx.ppl(r["run"]) if ctx.has_run(r["run"]) else None
-        if ours and ours.val_ppl:
-            have = True
-            ax.bar(i + 0.18, ours.val_ppl, width=0.36, color="#1f77b4", label="ours" if not have else None)
-            ax.text(i + 0.18, ours.val_ppl, f"{ours.val_ppl:.2f}", ha="center", va="bottom", fontsize=7)
-        else:
-            ax.text(i + 0.18, (bottom + p) / 2, "pending" if ctx.has_run(r["run"]) else "not configured",
-                    rotation=90, ha="center", va="center", fontsize=8, color="#888888")
+        ax.bar(i - 0.22, p, width=0.28, facecolor="none", edgecolor="#d62728", hatch="//",
+               label="paper (text; in-distribution)" if i == 0 else None)
+        ax.text(i - 0.22, p, f"{p:.2f}", ha="center", va="bottom", fontsize=7)
+        for dx, get, color, what in ((0.06, _indist_ppl, "#1f77b4", "ours, in-distribution split"),
+                                     (0.30, _sets_ppl, "#9ecae1", "ours, held-out sets")):
+            v = get(ctx, r["run"])
+            if v:
+                ax.bar(i + dx, v, width=0.24, color=color, label=what if what not in drawn else None)
+                drawn.add(what)
+                ax.text(i + dx, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
+            else:
+                ax.text(i + dx, (bottom + p) / 2, "pending" if ctx.has_run(r["run"]) else "not configured",
+                        rotation=90, ha="center", va="center", fontsize=7, color="#888888")
     labels = []
     for r in rows:
         m = (r.get("shape") or {}).get("multipliers")
         labels.append(f"{r['label']}\n" + ("/".join(f"{x:g}" for x in m) if m else "1/1/1"))
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels, fontsize=8)
-    ax.set_xlim(-0.6, len(rows) - 0.4)  # room for the "ours" slot of the last row
+    ax.set_xlim(-0.6, len(rows) - 0.4 + 0.1)  # room for the "ours" slots of the last row
     ax.set_ylim(bottom, None)
     ax.set_ylabel("validation perplexity")
     ax.set_title("Tapered Figure 2: three equal blocks, MLP width multipliers (440M)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # clear of the bars
     ax.grid(alpha=0.3, axis="y")
     return fig
 
@@ -619,17 +637,137 @@ def lws_fig3_profiles(ctx: Context) -> plt.Figure:
     return fig
 
 
-FIGURES_ISSUE15 = {
-    "tapered_fig3_schedules": (tapered_fig3_schedules, "Tapered Figure 3: the linear, cosine and sigmoid MLP width "
-                               "schedules across depth (built widths; dotted: unrounded), with the configured "
-                               "runs' per-layer widths."),
-    "tapered_fig4_novelty": (tapered_fig4_novelty, "Tapered Figure 4: layer-wise novelty, the mean cosine of each "
-                             "layer's MLP write (and whole-layer write) with the residual it is added to, per "
-                             "layer; right: the Pearson r with layer index (first and last layers omitted) beside "
-                             "the paper's printed ranges for the GPT-2 family."),
-    "lws_fig3_profiles": (lws_fig3_profiles, "LWS Figure 3: per-layer FFN width and attention heads of the "
-                          "layer-wise scaling variants, from the configs."),
-}
+# --------------------------------------------------------------------------- seed 003: curves
+
+LWS_COLORS = {"baseline": "black", "vanilla": "#1f77b4", "framed": "#d62728", "reverse": "#2ca02c",
+              "crown": "#9467bd"}
+#: The zoomed panels show the last this fraction of training (seed 003 does not state its ranges:
+#: the review asks for them; "Zoomed in 10" of Figure 7's caption read as the last 10%).
+LWS_VAL_ZOOM, LWS_CE_ZOOM = 0.3, 0.1
+VAL_PENDING = "pending: no evaluations in metrics.jsonl yet (train.eval_every)"
+
+
+def _lws_style(ctx: Context, run: str) -> dict:
+    arch = ctx.exp.runs[run].get("arch", {})
+    return dict(color=LWS_COLORS.get(arch.get("variant"), "#7f7f7f"),
+                ls="-" if ctx.acc(run)["n_layers"] >= 18 else "--")
+
+
+def _lws_label(ctx: Context, run: str, paper: bool = True) -> str:
+    a = ctx.acc(run)
+    text = f"{_label(ctx, run)} ({a['n_layers']}L, {a['total_params'] / 1e6:.1f}M)"
+    if paper:
+        try:
+            text += f"; paper final {R.printed('lws_table3', run, 'val_ppl').text}"
+        except KeyError:
+            pass
+    return text
+
+
+def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float, end: float) -> None:
+    """x from start to end; y fitted to the points inside (a bump at the end stays visible)."""
+    inside = [y for xs, ys in curves for x, y in zip(xs, ys) if start <= x <= end]
+    ax.set_xlim(start / 1e9, end / 1e9)
+    if not inside:
+        _pending(ax, "no points in the zoomed range yet")
+    else:
+        lo, hi = min(inside), max(inside)
+        pad = 0.08 * (hi - lo or abs(hi) or 1.0)
+        ax.set_ylim(lo - pad, hi + pad)
+
+
+def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
+                 pending: str, paper: bool = True) -> bool:
+    """Every run's curve on one axis (tokens in billions); `zoom`: only the last fraction."""
+    curves = []
+    for run in runs:
+        c = get(run)
+        style = _lws_style(ctx, run)
+        if not c:
+            ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
+            continue
+        curves.append(c)
+        ax.plot([x / 1e9 for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
+                ms=3, **style, label=_lws_label(ctx, run, paper))
+    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
+    if not curves:
+        _pending(ax, pending)
+        ax.set_xlim(0, total / 1e9)
+        ax.set_yticks([])
+    elif zoom:
+        _zoom_limits(ax, curves, (1 - zoom) * total, total)
+    ax.set_xlabel("training tokens (billions)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if runs:
+        ax.legend(fontsize=6, loc="upper right")
+    return bool(curves)
+
+
+def _val_getter(ctx: Context):
+    return lambda run: ctx.val_curve(run)
+
+
+def lws_fig4_val_ppl(ctx: Context) -> plt.Figure:
+    table = "lws_fig4_val_ppl"
+    runs = ctx.runs_for_table(table)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, depth in zip(axes, (12, 18)):
+        mine = [r for r in runs if ctx.acc(r)["n_layers"] == depth]
+        ax.set_title(f"{depth} layers", fontsize=10)
+        if not mine:
+            _no_runs(ax, ctx, f"{depth} layers")
+            continue
+        _curve_panel(ctx, ax, mine, _val_getter(ctx), None,
+                     "validation PPL (in-distribution split)", VAL_PENDING)
+    fig.suptitle("LWS Figure 4: validation perplexity, LWS vs isotropic baseline" + _scaled_note(ctx, table, runs)
+                 + "\nheld-out split of the training stream, as the paper's 10M-token held-out set",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
+    table = "lws_fig5_val_ppl_variants"
+    runs = ctx.runs_for_table(table)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
+    for ax, zoom in zip(axes, (None, LWS_VAL_ZOOM)):
+        start = (1 - zoom) * total / 1e9 if zoom else 0
+        ax.set_title("all of training" if not zoom else
+                     f"zoomed: {start:.3g}B to {total / 1e9:.3g}B tokens (last {zoom:.0%})", fontsize=10)
+        if not runs:
+            _no_runs(ax, ctx, "LWS Figure 5")
+            continue
+        _curve_panel(ctx, ax, runs, _val_getter(ctx), zoom, "validation PPL (in-distribution split)",
+                     VAL_PENDING)
+    fig.suptitle("LWS Figure 5: validation perplexity of every variant" + _scaled_note(ctx, table, runs)
+                 + "\npaper: all variants close, below the 18L baseline; Framed bumps late in training",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -> plt.Figure:
+    runs = ctx.runs_for_table(table)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
+    rng = f" (zoomed: {(1 - zoom) * total / 1e9:.3g}B to {total / 1e9:.3g}B tokens)" if zoom and runs else ""
+    ax.set_title(title + rng + _scaled_note(ctx, table, runs), fontsize=10)
+    if not runs:
+        _no_runs(ax, ctx, title)
+        return fig
+    _curve_panel(ctx, ax, runs, ctx.ce_curve, zoom, "training cross-entropy (nats/token, no z-loss)",
+                 "pending: no metrics.jsonl yet\n(paper: curves plotted only, no values)", paper=False)
+    return fig
+
+
+def lws_fig6_train_ce(ctx: Context) -> plt.Figure:
+    return _train_ce_figure(ctx, "lws_fig6_train_ce", None, "LWS Figure 6: training cross-entropy")
+
+
+def lws_fig7_train_ce_zoom(ctx: Context) -> plt.Figure:
+    return _train_ce_figure(ctx, "lws_fig7_train_ce_zoom", LWS_CE_ZOOM, "LWS Figure 7: training cross-entropy")
 
 
 FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
@@ -649,10 +787,27 @@ FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
     "tapered_table1_heatmap": (tapered_heatmap, "Tapered Table 1 as a heatmap: schedule x start/end width ratio, "
                                "paper (only 3 of 15 cells quoted in the prose) beside ours."),
     "tapered_fig2_blocks": (tapered_blocks, "Tapered Figure 2: validation PPL of uniform vs three-block MLP widths; "
-                            "hatched bars are the paper's values quoted in the text."),
+                            "hatched bars are the paper's values quoted in the text (in-distribution), "
+                            "ours on the held-out split of the training stream and on the held-out sets."),
+    "lws_fig4_val_ppl": (lws_fig4_val_ppl, "LWS Figure 4: validation PPL during training (held-out split of the "
+                         "training stream) of the isotropic baseline and Vanilla LWS at 12 and 18 layers."),
+    "lws_fig5_val_ppl_variants": (lws_fig5_val_ppl_variants, "LWS Figure 5: validation PPL during training of "
+                                  "every variant, all of training and zoomed on the last 30% (where Framed "
+                                  "bumps in the paper)."),
+    "lws_fig6_train_ce": (lws_fig6_train_ce, "LWS Figure 6: training cross-entropy of every variant."),
+    "lws_fig7_train_ce_zoom": (lws_fig7_train_ce_zoom, "LWS Figure 7: training cross-entropy, the last 10% of "
+                               "training."),
+    "tapered_fig3_schedules": (tapered_fig3_schedules, "Tapered Figure 3: the linear, cosine and sigmoid MLP width "
+                               "schedules across depth (built widths; dotted: unrounded), with the configured "
+                               "runs' per-layer widths."),
+    "tapered_fig4_novelty": (tapered_fig4_novelty, "Tapered Figure 4: layer-wise novelty, the mean cosine of each "
+                             "layer's MLP write (and whole-layer write) with the residual it is added to, per "
+                             "layer; right: the Pearson r with layer index (first and last layers omitted) beside "
+                             "the paper's printed ranges for the GPT-2 family."),
+    "lws_fig3_profiles": (lws_fig3_profiles, "LWS Figure 3: per-layer FFN width and attention heads of the "
+                          "layer-wise scaling variants, from the configs."),
 }
 
-FIGURES.update(FIGURES_ISSUE15)
 
 
 def write_figure(ctx: Context, name: str, figures_dir: Path) -> list[Path]:

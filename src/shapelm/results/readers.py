@@ -10,7 +10,10 @@ Canonical files (the Snakefile produces exactly these; a missing file means "pen
     results/EXP/runs/RUN/ruler.json       {"lengths", "tasks", "scores": {"4096": {TASK: 0-100, "mean"}}}
     results/EXP/decode/decode.json        {"rows": [{"run", "mixer", "length", "latency_ms_median",
                                           "kv_bytes", "n_attention_layers", ...}], "comparisons": [...]}
-    work/EXP/runs/RUN/metrics.jsonl       one JSON object per logged step ({"step", "loss", ...})
+    work/EXP/runs/RUN/metrics.jsonl       one JSON object per logged step ({"step", "loss", ...}),
+                                          and per evaluation during training ({"kind": "val",
+                                          "step", "tokens", "train_heldout": {"loss", "ppl"},
+                                          "sets": {NAME: ...}, "aggregate": {"val_ppl", ...}})
 
 Formats that are not settled yet are read tolerantly: flat variants ({"val_loss": ..}), results
 nested one level down ({"result": {...}}), alternative key spellings ("avg_acc" / "Avg Acc"), and
@@ -279,6 +282,8 @@ def loss_curve(records: list[dict[str, Any]], batch_tokens: int) -> tuple[list[f
     """(tokens seen, training loss) from metrics.jsonl records; tokens = step x batch if absent."""
     xs, ys = [], []
     for rec in records:
+        if rec.get("kind") == "val":
+            continue
         loss = _first(rec, *LOSS_KEYS)
         step = _num(rec.get("step"))
         tokens = _first(rec, "tokens", "tokens_seen", "train/tokens")
@@ -320,3 +325,59 @@ def _median(sorted_values: list[float]) -> float:
     n = len(sorted_values)
     mid = n // 2
     return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2
+#: The held-out split of the training stream in val records (shapelm.train.evaluator.HELDOUT_SPLIT).
+HELDOUT_SPLIT = "train_heldout"
+
+
+def val_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluations during training ("val" records), in step order, one per step (the last
+    written wins)."""
+    by_step: dict[float, dict[str, Any]] = {}
+    for rec in records:
+        step = _num(rec.get("step"))
+        if rec.get("kind") == "val" and step is not None:
+            by_step[step] = rec
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def val_value(rec: dict[str, Any], which: str = HELDOUT_SPLIT, key: str = "ppl") -> float | None:
+    """One number of a val record: `which` = the held-out split of the training stream, or
+    "aggregate" (the held-out sets: key val_ppl / val_loss), or a set's name."""
+    if which == "aggregate":
+        part = rec.get("aggregate")
+    elif which == HELDOUT_SPLIT:
+        part = rec.get(HELDOUT_SPLIT)
+    else:
+        part = (rec.get("sets") or {}).get(which)
+    return _first(part, key) if isinstance(part, dict) else None
+
+
+def val_curve(records: list[dict[str, Any]], which: str = HELDOUT_SPLIT, key: str = "ppl",
+              batch_tokens: int | None = None) -> tuple[list[float], list[float]]:
+    """(tokens seen, value) over the val records that hold the value."""
+    xs, ys = [], []
+    for rec in val_records(records):
+        v = val_value(rec, which, key)
+        tokens = _num(rec.get("tokens"))
+        if tokens is None and batch_tokens:
+            tokens = _num(rec.get("step")) * batch_tokens
+        if v is not None and tokens is not None:
+            xs.append(tokens)
+            ys.append(v)
+    return xs, ys
+
+
+def ce_curve(records: list[dict[str, Any]], batch_tokens: int) -> tuple[list[float], list[float]]:
+    """(tokens seen, training cross-entropy without the z-loss term)."""
+    xs, ys = [], []
+    for rec in records:
+        if rec.get("kind") == "val":
+            continue
+        ce = _first(rec, "ce_loss", "train/ce_loss", "train/CrossEntropyLoss")
+        tokens = _first(rec, "tokens")
+        if tokens is None and _num(rec.get("step")) is not None:
+            tokens = _num(rec.get("step")) * batch_tokens
+        if ce is not None and tokens is not None:
+            xs.append(tokens)
+            ys.append(ce)
+    return xs, ys

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from shapelm import reference as R
 from shapelm.reference import PrintedNumber
 from shapelm.results import fmt as F
+from shapelm.results import readers
 from shapelm.results.context import LONGCTX_LENGTHS, MLA_D_ROPE, MLA_R_KV, Context
 from shapelm.results.seeds import Spread, spread
 
@@ -336,6 +337,10 @@ TABLE_TITLES = {
     "tapered_fig3_schedules": "Tapered Figure 3: the runs drawn in the schedule figure (shapes)",
     "tapered_fig4_novelty": "Tapered Figure 4: the runs whose layer-wise novelty is measured",
     "lws_fig3_profiles": "LWS Figure 3: the runs drawn in the per-layer profile figure (shapes)",
+    "lws_fig4_val_ppl": "LWS Figure 4: validation PPL, LWS vs baseline at 12 and 18 layers (final values)",
+    "lws_fig5_val_ppl_variants": "LWS Figure 5: validation PPL of every variant (final values)",
+    "lws_fig6_train_ce": "LWS Figure 6: training cross-entropy (final values)",
+    "lws_fig7_train_ce_zoom": "LWS Figure 7: training cross-entropy, zoomed (final values)",
 }
 
 # Tables in paper_values.yaml that this project does not regenerate (and why).
@@ -839,7 +844,73 @@ def _throughput(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     return cols, rows
 
 
+# ----------------------------------------------------------------------------- evaluations during training
+
+INDIST_NOTE = ("ours: the final evaluation on the held-out split of the training stream "
+               "(train.eval_heldout_sequences, metrics.jsonl)")
+
+
+def indist_get(key: str = "ppl") -> Getter:
+    """The final in-distribution evaluation (the held-out split of the training stream)."""
+    def get(ctx: Context, row: RowRef) -> float | None:
+        rec = ctx.final_val(row.run) if row.run else None
+        return _f(readers.val_value(rec, readers.HELDOUT_SPLIT, key)) if rec else None
+    return get
+
+
+def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
+    """Seed 002 selects schedules on in-distribution validation PPL (a held-out split of the
+    training data): its column reads our split; the four held-out sets' PPL stands beside it."""
+    cols, rows = _standard_table(ctx, name)
+    for c in cols:
+        if c.name == "val_ppl":  # the delta column reads this Col, so it follows
+            c.get, c.header = indist_get("ppl"), f"{c.header} ({INDIST_NOTE})"
+    cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, "
+                           "ppl.json)", "metric", ppl_get("val_ppl"), "f3"))
+    return cols, rows
+
+
+def _val_curves(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
+    """The runs of a validation/training-curve figure, with the curves' end points."""
+    rows = [RowRef(n, ctx.exp.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
+
+    def best(key: str) -> Getter:
+        def get(ctx: Context, row: RowRef) -> float | None:
+            c = ctx.val_curve(row.run) if row.run else None
+            if not c:
+                return None
+            i = min(range(len(c[1])), key=c[1].__getitem__)
+            return c[1][i] if key == "ppl" else c[0][i]
+        return get
+
+    def final_ce(ctx: Context, row: RowRef) -> float | None:
+        c = ctx.ce_curve(row.run) if row.run else None
+        if not c:
+            return None
+        tail = c[1][-max(1, len(c[1]) // 20):]  # mean of the last 5% of logged steps
+        return sum(tail) / len(tail)
+
+    def final_sets(ctx: Context, row: RowRef) -> float | None:
+        rec = ctx.final_val(row.run) if row.run else None
+        return _f(readers.val_value(rec, "aggregate", "val_ppl")) if rec else None
+
+    cols = [Col("n_layers", "layers", "shape", A("n_layers"), "int", paper=False),
+            Col("val_ppl", f"final validation PPL ({INDIST_NOTE})", "metric", indist_get("ppl"), "f3",
+                paper_from=("lws_table3", "val_ppl")),
+            _ours_only("min_val_ppl", "lowest validation PPL during training", "metric", best("ppl"), "f3"),
+            _ours_only("min_val_ppl_tokens", "tokens at the lowest validation PPL", "metric", best("tokens"), "e"),
+            _ours_only("val_ppl_heldout_sets", "final Val PPL on the held-out sets (mean of per-set PPLs)",
+                       "metric", final_sets, "f3"),
+            _ours_only("final_train_ce", "final training cross-entropy (mean of last 5% of log)", "metric",
+                       final_ce, "f4")]
+    return cols, rows
+
+
 SPECIAL: dict[str, Callable[[Context, str], tuple[list[Col], list[RowRef]]]] = {
+    "tapered_table1": _tapered_indist,
+    "tapered_fig2_blocks": _tapered_indist,
+    **{t: _val_curves for t in ("lws_fig4_val_ppl", "lws_fig5_val_ppl_variants", "lws_fig6_train_ce",
+                                "lws_fig7_train_ce_zoom")},
     "hourglass_table4": _recipe,
     "tapered_recipe": _recipe,
     "hourglass_table12": _t12,

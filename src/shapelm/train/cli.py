@@ -47,6 +47,7 @@ def _run(train, run, args):
         time_limit_min=args.time_limit,
         stop_margin_s=args.stop_margin,
         threads=args.threads,
+        val_dirs=args.val,
     )
 
 
@@ -81,5 +82,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads (default: SHAPELM_THREADS, else OMP_NUM_THREADS, else torch's "
                         "choice); resume at the same count for bitwise-equal results")
+    p.add_argument("--val", nargs="*", default=None, metavar="DIR",
+                   help="held-out token directories scored every train.eval_every tokens (beside "
+                        "the held-out split of the training stream; docs/TRAINING.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)

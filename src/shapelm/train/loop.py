@@ -42,6 +42,7 @@ from shapelm.train.distributed import (
     hostname,
     process_group,
 )
+from shapelm.train.evaluator import Evaluator, is_due, summary_line
 from shapelm.train.observe import (
     MetricsLog,
     device_names,
@@ -253,6 +254,7 @@ def train(
     time_limit_min: float | None = None,
     stop_margin_s: float = 120.0,
     threads: int | None = None,
+    val_dirs: list[str | os.PathLike] | None = None,
 ) -> TrainResult:
     """Train (or resume) the run `run_config` into `out_dir`; see the module docstring.
 
@@ -262,8 +264,10 @@ def train(
     on every rank after every update (tests, custom logging). `time_limit_min`: this job's
     wall-clock limit; the run checkpoints and returns "preempted" (exit 138) when the time left
     no longer holds `stop_margin_s` plus two steps. `threads`: the CPU thread count (else
-    SHAPELM_THREADS, else what torch uses; see shapelm.train.threads). Under torchrun/srun the
-    process group is created here and destroyed on return.
+    SHAPELM_THREADS, else what torch uses; see shapelm.train.threads). `val_dirs`: held-out
+    token directories scored every `train.eval_every` tokens, beside the held-out split of the
+    training stream (shapelm.train.evaluator). Under torchrun/srun the process group is
+    created here and destroyed on return.
 
     Before the first update rank 0 checks that `out_dir` is writable, takes its lock (one
     trainer per run directory) and verifies the token files' sha256; a disk failure later is
@@ -279,7 +283,8 @@ def train(
             try:
                 preempt.install()
                 return _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt,
-                              max_steps, peak_flops, progress, on_step, held, thread_info)
+                              max_steps, peak_flops, progress, on_step, held, thread_info,
+                              val_dirs)
             finally:
                 preempt.restore()
     except OSError as err:
@@ -289,14 +294,14 @@ def train(
 
 
 def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_steps,
-           peak_flops, progress, on_step, held, thread_info) -> TrainResult:
+           peak_flops, progress, on_step, held, thread_info, val_dirs=None) -> TrainResult:
     total = recipe.total_steps
     stop = total if max_steps is None else min(total, int(max_steps))
     accum = grad_accumulation(recipe, env.world_size)
     store = _open_tokens(tokens_path, cfg, recipe, stop)
+    amp = autocast_dtype(recipe, env.device)
     rhash, rcontent = recipe_fingerprint(cfg, recipe, _data_identity(store))
     fsdp = is_fsdp(recipe, env)
-    amp = autocast_dtype(recipe, env.device)
 
     # Already finished?
     final_state = out_dir / "final" / "train_state.json"
@@ -325,6 +330,9 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     if resume and stop <= start_step < total:  # --max-steps at or below a saved step
         log.info("%s: already at step %d >= --max-steps %d", out_dir, start_step, stop)
         return TrainResult("stopped", start_step, total, out_dir, checkpoint=Path(resume[1]))
+    # Every rank opens the evaluation sets (the same files: the same verdict on each).
+    evaluator = (Evaluator(recipe, store, val_dirs, env, cfg.vocab_size, amp)
+                 if recipe.eval_every > 0 else None)
 
     # Seed everything, then build the model from the init or the checkpoint.
     random.seed(recipe.seed)
@@ -354,7 +362,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         dist.all_gather_object(hosts, hostname())
     if env.is_main:
         _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env, hosts,
-                        accum, start_step, amp, thread_info)
+                        accum, start_step, amp, thread_info, evaluator)
     metrics = MetricsLog(out_dir / "metrics.jsonl", start_step, enabled=env.is_main)
     names = device_names(env.device)
     peak = peak_flops if peak_flops else (peak_flops_for(names[0]) if env.device.type == "cuda" else None)
@@ -384,8 +392,10 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             batches, local = micro_batches(store, step, recipe, env, accum)
             if env.is_main:
                 preempt.hold_for_signal(run_config.get("name", ""), step, out_dir / "HOLDING")
-            # Every rank stops at the same step: the flag is summed with the token count.
-            stop_now = preempt.should_stop(step_seconds)
+            # Every rank stops at the same step: the flag is summed with the token count. A step
+            # that evaluates needs the time of the last evaluation too.
+            evaluates = evaluator is not None and is_due(step, recipe, total)
+            stop_now = preempt.should_stop(step_seconds + (evaluator.seconds if evaluates else 0.0))
             head = torch.tensor([local, 1 if stop_now else 0], dtype=torch.int64, device=env.device)
             all_reduce_sum(head, env)
             n_global, flagged = int(head[0]), int(head[1])
@@ -445,6 +455,15 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                 t_last, step_last = now, step
             if on_step is not None:
                 on_step(record)
+            if evaluates:  # before the checkpoint: a checkpoint at `step` implies its evaluation
+                val = evaluator.run(model, step)
+                metrics.write(val)
+                if env.is_main:
+                    line = summary_line(val, total)
+                    log.info("%s", line)
+                    if bar is not None:
+                        bar.write(line, file=sys.stderr)
+                t_last, step_last = time.perf_counter(), step  # evaluation time is not throughput
             if step % recipe.checkpoint_every == 0 and step < total:
                 if in_flight is not None:
                     in_flight.seal()
@@ -484,7 +503,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
 
 
 def _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env, hosts, accum,
-                    start_step, amp, thread_info) -> None:
+                    start_step, amp, thread_info, evaluator=None) -> None:
     import datetime
 
     manifest = {
@@ -516,6 +535,11 @@ def _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env,
         },
         "started": datetime.datetime.now(datetime.UTC).isoformat(),
         "resumed_from_step": start_step or None,
+        "validation": None if evaluator is None else {
+            "eval_every": recipe.eval_every,
+            "sets": [{"name": s.name, "path": str(Path(s.store.path).resolve()),
+                      "first_instance": s.first, "n_instances": s.n} for s in evaluator.sets],
+        },
         "argv": sys.argv,
     }
     write_json_atomic(out_dir / "manifest.json", manifest)
