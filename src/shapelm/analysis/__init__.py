@@ -1,4 +1,4 @@
-"""Analyses of trained models that are not evaluations against a benchmark (issue 15).
+"""Analyses of trained models that are not evaluations against a benchmark.
 
     novelty: how aligned each layer's MLP and block outputs are with the residual stream they
              are added to (Tapered LMs, seed 002 Section 4 / Figure 4).

@@ -1,4 +1,4 @@
-"""Tapered Figures 3 and 4 and LWS Figure 3 (issue 15): rendered from the configs, pending without
+"""Tapered Figures 3 and 4 and LWS Figure 3: rendered from the configs, pending without
 results, and with novelty results drawn beside the paper's printed r ranges."""
 
 import json
