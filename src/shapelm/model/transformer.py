@@ -52,7 +52,8 @@ def _recomputed(fn, *args):
 class KVCache(Protocol):
     """What attention needs from a cache; `shapelm.decode` provides a preallocated one. A cache
     may also hold `key_mask` (bool [batch, capacity]): the keys each row may see when decoding,
-    and `memory` (a dict layer -> state): Titans' memory state in place of a growing cache."""
+    and `state` (a dict): the recurrent state of Titans memories (by layer) and Hope-attention's
+    CMS levels (by (layer, level)), carried from one call to the next."""
 
     def update(
         self, layer_idx: int, k: torch.Tensor, v: torch.Tensor
@@ -161,7 +162,7 @@ class TitansMAL(nn.Module):
 
 
 #: A layer's mixer name -> the module that mixes its tokens: forward(x, cos, sin, cache).
-# The token mixer of each `LayerShape.mixer` (Hope-attention mixes with attention; its CMS is the FFN).
+#: Hope-attention mixes with plain attention; its continuum memory is the FFN (`_ffn`).
 MIXER_MODULES = {"attention": Attention, "gated_attention": Attention, "titans": TitansMAL, "hope_attention": Attention}
 
 

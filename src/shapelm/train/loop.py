@@ -379,8 +379,6 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                    mininterval=0.5 if sys.stderr.isatty() else 30.0)
 
     amp_ctx = (lambda: torch.autocast(env.device.type, dtype=amp)) if amp else contextlib.nullcontext
-    z_mult = recipe.z_loss
-    chunk = recipe.loss_chunk_tokens or None
     last_saved = start_step if resume else None
     in_flight = None  # the previous periodic save, sealed before the next save or the end
     t_last, step_last = time.perf_counter(), start_step
@@ -408,25 +406,9 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             lr = lr_at(step, recipe)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            sums = torch.zeros(3, dtype=torch.float64, device=env.device)
-            for j, (x, labels) in enumerate(batches):
-                sync = j == accum - 1
-                with micro_batch_sync(model, forward, recipe, last=sync):
-                    with amp_ctx():
-                        out = forward(x, labels, z_loss_multiplier=z_mult, return_logits=False,
-                                      loss_chunk_tokens=chunk)
-                    n = (labels != -100).sum()
-                    # Sum of per-token losses of this micro batch / tokens in the global batch;
-                    # x world_size because DDP/FSDP average gradients over ranks.
-                    (out.loss * n * (env.world_size / n_global)).backward()
-                sums += torch.stack([out.loss.detach(), out.ce_loss.detach(),
-                                     out.z_loss.detach() * z_mult]).double() * n
-            all_reduce_sum(sums, env)
-            loss, ce_loss, z_loss = (sums / n_global).tolist()
-            grad_norm = torch.nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)
-            if hasattr(grad_norm, "full_tensor"):
-                grad_norm = grad_norm.full_tensor()
-            grad_norm = float(grad_norm)
+            loss, ce_loss, z_loss = _accumulate_gradients(model, forward, batches, n_global, recipe, env,
+                                                          amp_ctx)
+            grad_norm = _clip_gradients(trainable, recipe.grad_clip)
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
                 good = ckpt.latest_valid(out_dir, verify=False) if env.is_main else None
@@ -488,13 +470,46 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         if env.is_main:
             log.info("training complete: %s", final)
         return TrainResult("completed", step, total, out_dir, checkpoint=final)
-    path = None
     if last_saved != step:
         path = save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
                                {"reason": status}).seal()
     else:
         found = ckpt.latest_valid(out_dir, verify=False)
         path = found[1] if found else None
+    return _interrupted(status, step, total, out_dir, path, preempt)
+
+
+def _accumulate_gradients(model, forward, batches, n_global: int, recipe: TrainRecipe, env,
+                          amp_ctx) -> tuple[float, float, float]:
+    """Forward and backward of one step's micro-batches, gradients synced on the last only; the
+    global batch's mean loss, cross-entropy and (weighted) z-loss."""
+    accum = len(batches)
+    sums = torch.zeros(3, dtype=torch.float64, device=env.device)
+    for j, (x, labels) in enumerate(batches):
+        with micro_batch_sync(model, forward, recipe, last=j == accum - 1):
+            with amp_ctx():
+                out = forward(x, labels, z_loss_multiplier=recipe.z_loss, return_logits=False,
+                              loss_chunk_tokens=recipe.loss_chunk_tokens or None)
+            n = (labels != -100).sum()
+            # Sum of per-token losses of this micro batch / tokens in the global batch;
+            # x world_size because DDP/FSDP average gradients over ranks.
+            (out.loss * n * (env.world_size / n_global)).backward()
+        sums += torch.stack([out.loss.detach(), out.ce_loss.detach(),
+                             out.z_loss.detach() * recipe.z_loss]).double() * n
+    all_reduce_sum(sums, env)
+    loss, ce_loss, z_loss = (sums / n_global).tolist()
+    return loss, ce_loss, z_loss
+
+
+def _clip_gradients(trainable: list[torch.Tensor], max_norm: float) -> float:
+    """Clip to `max_norm`; the total norm before clipping (over every shard under FSDP)."""
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_norm)
+    if hasattr(grad_norm, "full_tensor"):
+        grad_norm = grad_norm.full_tensor()
+    return float(grad_norm)
+
+
+def _interrupted(status: str, step: int, total: int, out_dir: Path, path, preempt) -> TrainResult:
     if status == "preempted":
         log.warning("preempted by %s at step %d: checkpoint %s; exit %d",
                     signal.Signals(preempt.signum).name, step, path, 128 + preempt.signum)
