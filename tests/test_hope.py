@@ -7,6 +7,7 @@ and a tiny model learning a copy task.
 """
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -224,3 +225,20 @@ def test_default_config_has_the_tiny_hope_pair():
         cfg = ModelConfig.from_dict(exp.run(f"tp760m_hope_{variant}")["model"])
         assert {layer.mixer for layer in cfg.layers} == {"hope_attention"}
         assert cfg.d_model == 64 and cfg.n_layers == 6
+
+
+def test_a_hope_model_trains_through_the_trainer_from_a_meta_build(tmp_path):
+    """The trainer builds on meta and materialises with `to_empty` (nn.Module._apply), which a
+    CMS level's own method of that name once shadowed."""
+    import numpy as np
+
+    from shapelm.config import load_experiment, resolve_run
+    from shapelm.data.tokens import write_token_dir
+    from shapelm.train import train
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml")
+    run = resolve_run(exp.raw, "tp760m_hope_cosine_1p5_0p5")
+    ids = np.random.default_rng(0).integers(1, 2048, size=300_000).astype(np.uint32)  # budget + split
+    write_token_dir(tmp_path / "tokens", ids, vocab_size=2048, eos_id=0)
+    result = train(run, tmp_path / "run", tmp_path / "tokens", max_steps=1, progress=False)
+    assert result.status == "stopped" and result.step == 1

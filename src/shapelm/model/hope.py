@@ -92,13 +92,13 @@ class CMSLevel(nn.Module):
             if state.grad is not None:
                 grad = tuple(a + g for a, g in zip(state.grad, grad))
             if closes:
-                state = self._apply(state.weights, grad, state.momentum)
+                state = self._updated(state.weights, grad, state.momentum)
             else:
                 state = FastWeights(state.weights, grad, state.momentum, state.filled + n)
             pos += n
         return torch.cat(outs, dim=1), state
 
-    def _apply(self, weights: Weights, grad: Weights, momentum: Weights | None) -> FastWeights:
+    def _updated(self, weights: Weights, grad: Weights, momentum: Weights | None) -> FastWeights:
         if self.momentum:
             grad = grad if momentum is None else tuple(self.momentum * m + g for m, g in zip(momentum, grad))
         if self.decay:
