@@ -23,8 +23,9 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	@touch $@
 
 # Unit and integration tests (under 10 minutes on 2 cores); the slow end-to-end runs are in .ci/run.
+# One pytest worker per core, a test file per worker (its module fixtures are built once).
 test: env
-	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -q -n $(CORES) --dist loadfile $(PYTEST_ARGS)
 
 test-slow: env
 	$(PY) -m pytest -m slow -q $(PYTEST_ARGS)

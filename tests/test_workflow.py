@@ -160,3 +160,21 @@ def test_plan_counts_each_run_once_in_the_total():
     total = rows[-1]
     assert total["runs"] == len(PAPER.runs)
     assert total["gpu_hours"] < sum(r["gpu_hours"] for r in rows[:-1])  # runs feed several tables
+
+
+def test_planning_a_workflow_does_not_import_torch():
+    """Every SLURM job parses the Snakefile twice (the batch step and its srun step): planning
+    must stay light, or each job pays torch's import before its command starts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, yaml\n"
+        "from shapelm.checks import workflow_experiment\n"
+        "for path in ('configs/default.yaml', 'configs/paper.yaml'):\n"
+        "    workflow_experiment(yaml.safe_load(open(path)), [path], check=False)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'lm_eval') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[]", out.stdout

@@ -375,7 +375,7 @@ def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides:
 def check_runs(exp: Experiment) -> list[str]:
     """Cross-field problems of the resolved runs that no single key shows (each naming the run
     and key): a model shorter than its training sequences, evaluation tasks no one provides."""
-    from shapelm.evaluation.loading import EvalError
+    from shapelm.errors import EvalError
     from shapelm.evaluation.tasks import expand_task_names
 
     raw, errors = exp.raw, []

@@ -11,3 +11,7 @@ class ConfigError(ShapelmError):
 
 class DataError(ShapelmError):
     """A data file is missing, corrupt or of the wrong dtype; the message names it."""
+
+
+class EvalError(ShapelmError):
+    """Bad evaluation input (checkpoint, tokenizer, task file, data set); names the culprit."""

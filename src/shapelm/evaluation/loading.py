@@ -8,14 +8,10 @@ from pathlib import Path
 
 import torch
 
-from shapelm.errors import ShapelmError
+from shapelm.errors import EvalError, ShapelmError  # noqa: F401 - EvalError is imported from here too
 from shapelm.model.io import CONFIG, WEIGHTS
 
 EOS_TOKEN = "<|endoftext|>"
-
-
-class EvalError(ShapelmError):
-    """Bad evaluation input (checkpoint, tokenizer, task file, data set); names the culprit."""
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:

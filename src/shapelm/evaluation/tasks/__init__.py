@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from shapelm.evaluation.loading import EvalError
+from shapelm.errors import EvalError
 
 HERE = Path(__file__).parent
 FNS_FILE = "shapelm_task_fns.py"
