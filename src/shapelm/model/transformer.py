@@ -33,7 +33,6 @@ from typing import NamedTuple, Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
 
 from shapelm.model.config import RECOMPUTE_MODES, LayerShape, ModelConfig
@@ -133,6 +132,9 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1, enable_gqa=s.group_size > 1)
         else:
             if seq > 1:  # new queries see the whole past and the causal part of themselves:
+                # (imported here: the module imports torch._dynamo, seconds of start-up per rank)
+                from torch.nn.attention.bias import causal_lower_right
+
                 mask = causal_lower_right(seq, past + seq)  # is_causal with an offset, no dense mask
             else:  # one new token sees every cached key, but a ragged batch's left padding
                 key_mask = getattr(kv_cache, "key_mask", None)
