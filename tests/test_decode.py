@@ -216,3 +216,33 @@ def test_resolve_spec_forms(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"name": "r1", "model": build_model_config(spec).to_dict()}))
     assert resolve_spec(str(tmp_path / "run.json"), vocab_size=50)[0] == "r1"
     assert resolve_spec(json.dumps(spec), vocab_size=50)[1].vocab_size == 50
+
+
+@pytest.mark.parametrize("mixer_arch", [
+    {"mixer": "titans", "memory_chunk": 4, "window": 8},
+    {"mixer": "hope_attention", "cms_chunks": [4, 16]},
+])
+def test_recurrent_mixers_report_per_token_cost_and_state(mixer_arch):
+    """Titans and Hope-attention decode against the same cache as softmax attention; their state
+    keeps advancing while the positions rewind each step, and its bytes are the accounting's and
+    do not grow with the context (the KV does). The accounting counts a Hope level's open-chunk
+    gradient sum, which exists only while a chunk is open: measured after a step, at most that."""
+    from shapelm.decode.bench import BenchSettings, bench_arm
+
+    cfg = build_model_config({"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4,
+                              "vocab_size": VOCAB, **mixer_arch})
+    rows = bench_arm(cfg, "recurrent", "native", [32, 64], BenchSettings(warmup=1, iters=3, threads=1))
+    assert [r["length"] for r in rows] == [32, 64]
+    for row in rows:
+        assert row["kv_bytes"] == row["kv_bytes_predicted"] and row["mode"] == "eager"
+        assert 0 < row["state_bytes"] <= row["state_bytes_predicted"]
+        if mixer_arch["mixer"] == "titans":
+            assert row["state_bytes"] == row["state_bytes_predicted"]
+        assert row["latency_ms_median"] > 0 and len(row["times_ms"]) == 3
+    assert rows[0]["state_bytes"] == rows[1]["state_bytes"] and rows[1]["kv_bytes"] == 2 * rows[0]["kv_bytes"]
+    # A decode step still refuses to rewind a recurrent state outside the benchmark.
+    model = build_decode_model(cfg, "native")
+    cache = make_cache(model, 1, 16)
+    model(torch.zeros(1, 4, dtype=torch.long), kv_cache=cache, start_pos=0)
+    with pytest.raises(ShapelmError, match="cannot be rewound"):
+        cache.set_length(2)

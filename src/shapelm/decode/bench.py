@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import torch
 
+from shapelm.accounting import fast_weight_state_bytes, recurrent_state_bytes
 from shapelm.decode.cache import MLASpec
 from shapelm.decode.model import (
     build_decode_model,
@@ -36,6 +37,9 @@ from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
 
 log = logging.getLogger(__name__)
+
+#: Layer mixers that carry a per-sequence recurrent state in the cache (`StaticKVCache.state`).
+RECURRENT_MIXERS = ("titans", "hope_attention")
 
 
 @dataclass
@@ -107,10 +111,13 @@ def decode_step_fn(model, cache, length: int, device: torch.device, use_graph: b
     token = torch.randint(0, vocab, (cache.batch, 1), device=device)
 
     def step():
-        cache.set_length(length - 1)
+        # Recurrent layers (Titans, Hope-attention) keep advancing their state: a step's work is
+        # the same whatever the state holds, and it cannot be rewound with the positions.
+        cache.set_length(length - 1, keep_state=True)
         return model(token, kv_cache=cache, start_pos=length - 1).logits
 
-    if not (use_graph and device.type == "cuda"):
+    recurrent = any(layer.mixer in RECURRENT_MIXERS for layer in model.config.layers)
+    if not (use_graph and device.type == "cuda") or recurrent:  # their state is rebound each step
         return step, "eager"
     try:
         stream = torch.cuda.Stream(device)
@@ -120,10 +127,10 @@ def decode_step_fn(model, cache, length: int, device: torch.device, use_graph: b
                 step()
         torch.cuda.current_stream(device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        cache.set_length(length - 1)
+        cache.set_length(length - 1, keep_state=True)
         with torch.cuda.graph(graph):
             model(token, kv_cache=cache, start_pos=length - 1)
-        cache.set_length(length - 1)
+        cache.set_length(length - 1, keep_state=True)
 
         def replay():
             graph.replay()
@@ -195,6 +202,11 @@ class Arm:
             "times_ms": times,
             "kv_bytes": self.kv_bytes,
             "kv_bytes_predicted": self.kv_pred,
+            # recurrent layers' per-sequence state (Titans memories, Hope fast weights), and what the
+            # accounting predicts for it in float32 (the dtype those layers keep their state in on CPU)
+            "state_bytes": self.cache.state_nbytes(),
+            "state_bytes_predicted": s.batch * (recurrent_state_bytes(self.model.config)
+                                                + fast_weight_state_bytes(self.model.config)),
             "device": str(self.device),
             "dtype": str(self.dtype).removeprefix("torch."),
             "mode": self.mode,

@@ -124,10 +124,14 @@ class StaticKVCache:
     def length(self) -> int:
         return self._lens[self._cached[0]] if self._cached else 0
 
-    def set_length(self, n: int) -> None:
+    def set_length(self, n: int, keep_state: bool = False) -> None:
+        """Rewind or advance every layer to `n` cached positions. A recurrent state (Titans,
+        Hope-attention) cannot follow, so that is an error unless `keep_state`, which leaves the
+        state as it is: the decode benchmark's repeated step, whose work does not depend on what
+        the state holds."""
         if not 0 <= n <= self.max_len:
             raise ShapelmError(f"StaticKVCache: length {n} outside [0, {self.max_len}]")
-        if self.state and n != self.length:
+        if self.state and n != self.length and not keep_state:
             raise ShapelmError("StaticKVCache: a recurrent state (Titans, Hope-attention) cannot be rewound or "
                                "advanced; reset() it")
         self._lens = [n] * len(self._lens)
@@ -175,6 +179,22 @@ class StaticKVCache:
 
     def nbytes_per_token(self) -> int:
         return self.nbytes() // (self.max_len * self.batch)
+
+    def state_nbytes(self) -> int:
+        """Bytes of the recurrent state the layers wrote (Titans memories, Hope CMS fast weights):
+        per sequence and fixed, whatever the context length."""
+        def size(value) -> int:
+            if isinstance(value, torch.Tensor):
+                return value.untyped_storage().nbytes()
+            if callable(getattr(value, "nbytes", None)):  # a layer's own state object (Titans)
+                return value.nbytes()
+            if isinstance(value, dict):
+                return sum(size(v) for v in value.values())
+            if isinstance(value, (list, tuple)):
+                return sum(size(v) for v in value)
+            return 0
+
+        return size(self.state)
 
 
 class _RowPrefill:
