@@ -191,6 +191,12 @@ def fast_weight_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int
     return total * bytes_per_element
 
 
+def decoding_state_bytes(cfg: ModelConfig) -> int:
+    """Per sequence, every recurrent state a decoding model carries beside its KV cache: Titans'
+    memories and Hope-attention's fast weights (0 for softmax attention alone)."""
+    return recurrent_state_bytes(cfg) + fast_weight_state_bytes(cfg)
+
+
 def train_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int, vocab_size: int | None = None) -> float:
     return flops_per_token(cfg, seq_len, vocab_size).train * tokens_per_step
 

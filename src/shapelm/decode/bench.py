@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from shapelm.accounting import fast_weight_state_bytes, recurrent_state_bytes
+from shapelm.accounting import decoding_state_bytes
 from shapelm.decode.cache import MLASpec
 from shapelm.decode.model import (
     build_decode_model,
@@ -37,9 +37,6 @@ from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
 
 log = logging.getLogger(__name__)
-
-#: Layer mixers that carry a per-sequence recurrent state in the cache (`StaticKVCache.state`).
-RECURRENT_MIXERS = ("titans", "hope_attention")
 
 
 @dataclass
@@ -116,7 +113,7 @@ def decode_step_fn(model, cache, length: int, device: torch.device, use_graph: b
         cache.set_length(length - 1, keep_state=True)
         return model(token, kv_cache=cache, start_pos=length - 1).logits
 
-    recurrent = any(layer.mixer in RECURRENT_MIXERS for layer in model.config.layers)
+    recurrent = decoding_state_bytes(model.config) > 0
     if not (use_graph and device.type == "cuda") or recurrent:  # their state is rebound each step
         return step, "eager"
     try:
@@ -205,8 +202,7 @@ class Arm:
             # recurrent layers' per-sequence state (Titans memories, Hope fast weights), and what the
             # accounting predicts for it in float32 (the dtype those layers keep their state in on CPU)
             "state_bytes": self.cache.state_nbytes(),
-            "state_bytes_predicted": s.batch * (recurrent_state_bytes(self.model.config)
-                                                + fast_weight_state_bytes(self.model.config)),
+            "state_bytes_predicted": s.batch * decoding_state_bytes(self.model.config),
             "device": str(self.device),
             "dtype": str(self.dtype).removeprefix("torch."),
             "mode": self.mode,

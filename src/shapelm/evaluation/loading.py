@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from shapelm.errors import EvalError, ShapelmError  # noqa: F401 - EvalError is imported from here too
+from shapelm.errors import EvalError, ShapelmError
 from shapelm.model.io import CONFIG, WEIGHTS
 
 EOS_TOKEN = "<|endoftext|>"
