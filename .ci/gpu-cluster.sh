@@ -8,6 +8,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 tools="${SHAPELM_LOCAL_SLURM:-$here/../shared/tools/local-slurm}"
+if [ ! -x "$tools/start.sh" ]; then
+  # A clone made elsewhere (`git clone . /tmp/x/p`): the tools sit beside the checkout it came from.
+  origin="$(git -C "$here" config --get remote.origin.url 2>/dev/null || true)"
+  [ -d "$origin" ] && tools="$(cd "$origin" && pwd)/../shared/tools/local-slurm"
+fi
 want="gpu 4 gpu:8 112"
 
 empty_queue_in_ci() {
