@@ -314,3 +314,49 @@ def test_lm_eval_command_line(world, tmp_path):
     assert "acc_norm,none" in res["shapelm_heldout_mc"] and "ce_loss,none" in res["shapelm_heldout_ce"]
     assert res["shapelm_heldout_mc"]["acc_stderr,none"] > 0
 
+
+
+def test_standin_data_runs_every_paper_task_through_lm_eval(world, tmp_path):
+    """make-tasks' stand-ins: each task's hub schema, cut from the held-out text, so lm-eval's own
+    task runs on it; a trained model beats an untrained one on them, and downstream.json says which
+    tasks stood in."""
+    from shapelm.evaluation.downstream import run_downstream
+    from shapelm.evaluation.make_tasks import make_tasks
+    from shapelm.evaluation.standins import BUILDERS, is_standin
+
+    info = make_tasks([str(world["root"] / "val")], tmp_path / "tasks", tokenizer=str(world["tok"]),
+                      n_mc=24, n_ce=24, standins=["olmo", "tapered"])
+    data = info["standin_data"]
+    assert set(data) == set(BUILDERS) and all(is_standin(p) for p in data.values())
+    assert json.loads((tmp_path / "tasks" / "task_data.json").read_text()) == info["task_data"]
+    assert not any(is_standin(p) for p in info["task_data"].values())  # a run names the stand-ins it uses
+    text = " ".join(world["docs"])
+    lambada = [json.loads(x) for x in Path(data["lambada"]).read_text().splitlines()]
+    assert len(lambada) == 24 and all(r["text"] in text for r in lambada)
+    wino = [json.loads(x) for x in Path(data["winogrande"]).read_text().splitlines()]
+    for r in wino:  # the blank filled with the right option is the real text
+        right = r["option1"] if r["answer"] == "1" else r["option2"]
+        assert r["sentence"].replace("_", right) in text and r["sentence"].count("_") == 1
+
+    scores = {}
+    for which in ("trained", "untrained"):
+        flat, raw = run_downstream(lm_for(world, which), ["olmo", "tapered"], data,
+                                   tasks_dir=tmp_path / which, log_samples=True, bootstrap_iters=0)
+        assert all(np.isfinite(v) for v in flat["metrics"].values())
+        assert all(flat["details"][t]["n"] == 24 for t in BUILDERS)
+        scores[which] = flat
+    assert raw["configs"]["winogrande"]["dataset_path"] == "json"  # lm-eval's task, our data
+    trained, untrained = scores["trained"], scores["untrained"]
+    assert trained["Avg Acc"] > untrained["Avg Acc"] + 0.1
+    assert trained["metrics"]["wikitext"] < untrained["metrics"]["wikitext"] / 2
+    assert trained["metrics"]["lambada_ppl"] < untrained["metrics"]["lambada_ppl"]
+
+
+def test_standin_tasks_name_a_task_without_one():
+    from shapelm.evaluation.standins import standin_tasks
+
+    assert standin_tasks(["tapered", "piqa"])[:2] == ["wikitext", "lambada"]
+    with pytest.raises(EvalError, match="no stand-in data for task 'heldout_mc'"):
+        standin_tasks(["heldout"])
+    with pytest.raises(EvalError, match="'openbookqa'"):
+        standin_tasks(["openbookqa"])

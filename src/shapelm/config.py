@@ -386,14 +386,17 @@ def check_runs(exp: Experiment) -> list[str]:
             key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in exp.spec(name)["arch"]
                    else "model_defaults.max_seq_len")
             errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
-    sections = {"eval.tasks": raw.get("eval", {})}
-    sections.update({f"runs.{n}.eval.tasks": r.get("eval", {}) for n, r in raw["runs"].items()})
+    from shapelm.evaluation.standins import standin_tasks
+
+    sections = {"eval": raw.get("eval", {})}
+    sections.update({f"runs.{n}.eval": r.get("eval", {}) for n, r in raw["runs"].items()})
     for key, section in sections.items():
-        if "tasks" in section:
-            try:
-                expand_task_names(section["tasks"])
-            except EvalError as err:
-                errors.append(f"{key}: {err}")
+        for field, check in (("tasks", expand_task_names), ("standin_tasks", standin_tasks)):
+            if field in section:
+                try:
+                    check(section[field])
+                except EvalError as err:
+                    errors.append(f"{key}.{field}: {err}")
     return errors
 
 

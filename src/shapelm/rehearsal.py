@@ -13,8 +13,9 @@ gloo process on the CPU.
 `--config rehearsal={inputs: DIR, url: URL}`; the Snakefile then plans `rehearsal_config(...)`
 instead of the config it was given (outputs under work/rehearsal, results/rehearsal).
 
-What differs from the paper besides size (documented in docs/TRAINING.md): downstream tasks are
-the held-out tasks built from the validation text (the OLMo task sets need the hub's datasets).
+What differs from the paper besides size (documented in docs/TRAINING.md): each run's own task
+set (OLMo's, Tapered's) runs through lm-eval on stand-in data cut from the validation text (the
+hub's datasets are out of reach; docs/EVALUATION.md "Stand-in data"), beside the held-out tasks.
 """
 
 from __future__ import annotations
@@ -174,7 +175,8 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         if vocab and "vocab_size" in arch:
             small["vocab_size"] = vocab
         run["arch"] = small
-        run["eval"] = {**run.get("eval", {}), "tasks": ["heldout"]}
+        paper_tasks = run.get("eval", {}).get("tasks", paper.get("eval", {}).get("tasks", ["olmo"]))
+        run["eval"] = {**run.get("eval", {}), "tasks": ["heldout", *paper_tasks]}
         if run.get("recipe", out.get("recipe", "paper")) != "paper":
             # a released-code recipe ranks above the scale's settings: the CPU sizes go on the run
             run["train"] = {**run.get("train", {}), **shrunk_train[run["scale"]], "fp8": False}
@@ -184,7 +186,8 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         if vocab:
             out["model_defaults"]["vocab_size"] = vocab
     out["eval"] = {**paper.get("eval", {}), "ppl_seq_len": 64, "ppl_max_instances": 8,
-                   "batch_size": 8, "tasks": ["heldout"], "heldout_examples": 40, "limit": 10}
+                   "batch_size": 8, "tasks": ["heldout", *paper.get("eval", {}).get("tasks", ["olmo"])],
+                   "standin_tasks": ["olmo", "tapered"], "heldout_examples": 40, "limit": 10}
     lc = out.setdefault("longctx", {})
     # The paper's s=16 from the rehearsal's 64-token pretraining: 1,024 tokens, the shortest
     # context where RULER's templates leave room for a haystack.

@@ -9,6 +9,8 @@ from snakemake.utils import min_version
 from shapelm import workflow as wf
 from shapelm.checks import workflow_experiment
 from shapelm.config import config_hash, write_json_atomic
+from shapelm.evaluation.standins import standin_path, standin_tasks
+from shapelm.evaluation.tasks import expand_task_names
 
 min_version("9.0")
 

@@ -26,9 +26,20 @@ rule eval_ppl:
 
 
 # The held-out tasks (same lm-eval formats as the real ones, built from validation text): the
-# tiny default's tasks, and the rehearsal's, whose runs cannot reach the hub's datasets.
+# tiny default's tasks, and the rehearsal's, whose runs cannot reach the hub's datasets; and
+# `eval.standin_tasks`: the papers' tasks on data cut from the same text (docs/EVALUATION.md).
 HELDOUT = any("heldout" in EXP.run(r)["eval"].get("tasks", []) for r in RUNS)
-if HELDOUT:
+
+
+def standins_of(run):
+    """The tasks `run` evaluates on stand-in data: those of its eval.standin_tasks it runs."""
+    ev = EXP.run(run)["eval"]
+    runs = expand_task_names(ev.get("tasks", ["olmo"]))
+    return [t for t in standin_tasks(ev.get("standin_tasks", [])) if t in runs]
+
+
+STANDINS = sorted({t for r in RUNS for t in standins_of(r)})
+if HELDOUT or STANDINS:
     TASK_DIR = f"{WORK}/data/tasks"
 
     rule make_tasks:
@@ -45,19 +56,22 @@ if HELDOUT:
             tokenizer=tokenizer_of_job,
             n=EVAL.get("heldout_examples", 200),
             out=lambda w, output: os.path.dirname(output[0]),
+            standins=["--standins", *STANDINS] if STANDINS else [],
         shell:
             "shapelm eval make-tasks --text {params.val_dirs:q} --tokenizer {params.tokenizer:q} "
-            "--n-mc {params.n:q} --n-ce {params.n:q} --out {params.out:q} > {log:q} 2>&1"
+            "--n-mc {params.n:q} --n-ce {params.n:q} {params.standins:q} --out {params.out:q} "
+            "> {log:q} 2>&1"
 
 
-# `--task-data` takes its values after one flag (nargs="*").
-if HELDOUT:
-    TASK_INPUTS = [f"{TASK_DIR}/task_data.json"]
-    TASK_DATA_ARGS = ["--task-data", f"{TASK_DIR}/task_data.json"]
-else:
-    TASK_INPUTS = []
-    TASK_DATA = [f"{k}={v}" for k, v in EVAL.get("task_data", {}).items()]
-    TASK_DATA_ARGS = ["--task-data", *TASK_DATA] if TASK_DATA else []
+# `--task-data` takes its values after one flag (nargs="*"): the held-out tasks' files, the
+# stand-ins this run names, then eval.task_data's files (they win for the same task).
+TASK_INPUTS = [f"{TASK_DIR}/task_data.json"] if HELDOUT or STANDINS else []
+
+
+def task_data_args(run):
+    data = TASK_INPUTS + [f"{t}={standin_path(TASK_DIR, t)}" for t in standins_of(run)]
+    data += [f"{k}={v}" for k, v in EXP.run(run)["eval"].get("task_data", {}).items()]
+    return ["--task-data", *data] if data else []
 
 
 rule downstream:
@@ -75,7 +89,7 @@ rule downstream:
     params:
         model_dir=lambda w: f"{run_dir(w.run)}/final",
         tasks=lambda w: EXP.run(w.run)["eval"].get("tasks", ["olmo"]),
-        task_data=TASK_DATA_ARGS,
+        task_data=lambda w: task_data_args(w.run),
         tokenizer=lambda w: option("--tokenizer", tokenizer_for(w.run)),
         tasks_dir=lambda w: f"{run_dir(w.run)}/lm_eval_tasks",
         limit=option("--limit", EVAL.get("limit")),

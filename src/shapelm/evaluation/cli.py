@@ -19,7 +19,10 @@ def _make_tasks(args):
     from shapelm.evaluation.make_tasks import make_tasks
 
     info = make_tasks(args.text, args.out, tokenizer=args.tokenizer, n_mc=args.n_mc,
-                      n_ce=args.n_ce, n_choices=args.n_choices, seed=args.seed)
+                      n_ce=args.n_ce, n_choices=args.n_choices, seed=args.seed, standins=args.standins)
+    if info["standin_data"]:
+        print(f"stand-in data (held-out text in each task's hub schema) for {', '.join(info['standin_data'])} "
+              f"({args.out}/standin_data.json)")
     print(f"{info['n_mc']} multiple-choice and {info['n_ce']} ce examples; tasks "
           f"{', '.join(info['lm_eval_tasks'])} in {args.out} (task data: {args.out}/task_data.json)")
     return 0
@@ -84,6 +87,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--n-ce", type=int, default=200)
     p.add_argument("--n-choices", type=int, default=4)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--standins", nargs="*", default=[], metavar="TASK",
+                   help="tasks or sets (olmo, tapered) to write stand-in data for: --n-mc items each, "
+                        "cut from the same text in the task's hub schema (docs/EVALUATION.md)")
     p.set_defaults(func=_make_tasks)
 
     p = subparsers.add_parser("export-hf", help="a Hugging Face model directory from a checkpoint")

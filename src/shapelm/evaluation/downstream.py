@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from shapelm.evaluation.loading import EvalError, atomic_write_json
+from shapelm.evaluation.standins import is_standin
 from shapelm.evaluation.tasks import SPECS, expand_task_names, spec_for, write_tasks
 
 log = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ def run_downstream_cli(args) -> int:
     save_lm_eval_output(raw, lm_eval_dir)
     flat = {"model": str(args.model), "tokenizer": str(args.tokenizer), "tasks": names,
             "task_data": {n: task_data.get(n, spec_for(n).hub or spec_for(n).lm_eval_name) for n in names},
+            "standin_tasks": [n for n in names if is_standin(task_data.get(n))],
             "lm_eval_output": str(lm_eval_dir), **flat}
     atomic_write_json(args.out, flat)
     for name, value in flat["metrics"].items():

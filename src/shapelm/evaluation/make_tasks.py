@@ -10,7 +10,8 @@ with its tokenizer, a text file, or a directory of text files) it writes, determ
   scored as OLMo's ce_loss per character.
 
 and the two task YAMLs (``shapelm_heldout_mc``, ``shapelm_heldout_ce``) that lm-eval runs exactly
-like the real tasks.
+like the real tasks; with ``--standins``, stand-in data for the papers' own tasks in their hub
+schemas (``shapelm.evaluation.standins``).
 """
 
 from __future__ import annotations
@@ -140,7 +141,14 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def make_tasks(sources: list[str], out_dir: str | os.PathLike, tokenizer=None, n_mc: int = 200,
-               n_ce: int = 200, n_choices: int = 4, seed: int = 1234) -> dict:
+               n_ce: int = 200, n_choices: int = 4, seed: int = 1234,
+               standins: list[str] | None = None) -> dict:
+    """The held-out tasks (their files mapped in task_data.json) and, for each task or set in
+    ``standins``, its stand-in data (n_mc items each, ``shapelm.evaluation.standins``; mapped in
+    standin_data.json)."""
+    from shapelm.evaluation.standins import make_standins, standin_path, standin_tasks
+
+    standins = standin_tasks(standins or [])  # a name without a stand-in fails before any work
     tok = None
     if tokenizer is not None:
         tok = tokenizer if isinstance(tokenizer, TextTokenizer) else TextTokenizer.load(tokenizer)
@@ -156,9 +164,17 @@ def make_tasks(sources: list[str], out_dir: str | os.PathLike, tokenizer=None, n
     write_jsonl(out / "heldout_ce.jsonl", ce)
     task_data = {"heldout_mc": str((out / "heldout_mc.jsonl").resolve()),
                  "heldout_ce": str((out / "heldout_ce.jsonl").resolve())}
-    names = write_tasks(out, ["heldout_mc", "heldout_ce"], task_data)
+    standin_data = {}
+    for task, rows in make_standins(standins, docs, n_mc, seed).items():
+        path = standin_path(out, task)
+        write_jsonl(path, rows)
+        standin_data[task] = str(path.resolve())
+    names = write_tasks(out, ["heldout_mc", "heldout_ce", *standins], {**task_data, **standin_data})
     info = {"sources": [str(s) for s in sources], "seed": seed, "n_choices": n_choices,
-            "n_mc": len(mc), "n_ce": len(ce), "task_data": task_data, "lm_eval_tasks": names}
+            "n_mc": len(mc), "n_ce": len(ce), "task_data": task_data, "standin_data": standin_data,
+            "lm_eval_tasks": names}
+    # kept apart: a run evaluates on stand-ins only for the tasks it names (eval.standin_tasks)
+    atomic_write_json(out / "standin_data.json", standin_data)
     atomic_write_json(out / "task_data.json", task_data)
     atomic_write_json(out / "make_tasks.json", info)
     return info

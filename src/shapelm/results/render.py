@@ -89,6 +89,8 @@ def to_markdown(t: Table) -> str:
     out.append("Status counts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".")
     if row_notes:
         out += ["", "**Flagged cells**", ""] + [f"- {n}" for n in row_notes]
+    if t.data_notes:
+        out += ["", "**Our data**", ""] + [f"- {_md_escape(n)}" for n in t.data_notes]
     if t.notes:
         out += ["", "**Paper notes** (paper_values.yaml)", ""] + [f"- {_md_escape(n)}" for n in t.notes]
     return "\n".join(out) + "\n"

@@ -134,6 +134,7 @@ class Table:
     rows: list[RowRef]
     cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    data_notes: list[str] = field(default_factory=list)  # about our numbers' data (stand-ins)
 
     def cell(self, row: str, col: str) -> Cell:
         return self.cells[(row, col)]
@@ -419,9 +420,25 @@ def build_table(ctx: Context, name: str) -> Table:
         cols.append(_ours_only("train_flops", "train FLOPs per step (ours)", "shape", A("flops_step"), "e"))
     if not caption:
         caption = title
-    table = Table(name, title, caption, cols, rows, notes=notes)
+    table = Table(name, title, caption, cols, rows, notes=notes, data_notes=standin_notes(ctx, rows))
     fill_cells(ctx, table)
     return table
+
+
+def standin_notes(ctx: Context, rows: list[RowRef]) -> list[str]:
+    """Which rows' task columns ran on stand-in data (downstream.json's standin_tasks)."""
+    from shapelm.results.readers import load_json
+
+    by_tasks: dict[tuple[str, ...], list[str]] = {}
+    for row in rows:
+        if row.run and ctx.has_run(row.run):
+            data = load_json(ctx.run_file(row.run, "downstream.json"))
+            tasks = tuple(data.get("standin_tasks") or ()) if isinstance(data, dict) else ()
+            if tasks:
+                by_tasks.setdefault(tasks, []).append(row.run)
+    return [f"{', '.join(tasks)}: stand-in data cut from our held-out text in each task's hub schema "
+            f"(`shapelm eval make-tasks --standins`), run by lm-eval's own task; not the benchmark's "
+            f"questions (rows {', '.join(runs)}; docs/EVALUATION.md)" for tasks, runs in by_tasks.items()]
 
 
 def paper_number(table: str, row: RowRef, col: Col) -> tuple[str, PrintedNumber | None]:
