@@ -50,6 +50,10 @@ def test_run_inherits_scale_recipe_and_heads():
         (lambda c: c["scales"]["s"]["train"].update(batch_tokens=60), "batch_tokens"),
         (lambda c: c["scales"]["s"]["train"].update(precision="fp8"), "precision"),
         (lambda c: c.pop("runs"), "runs"),
+        (lambda c: c["runs"]["a"].update(decode="nope"), r"runs\.a\.decode: 'nope' is not another run"),
+        (lambda c: c["runs"]["a"].update(decode="a"), r"runs\.a\.decode: 'a'"),
+        (lambda c: c.setdefault("eval", {}).update(standin_tasks=["openbookqa"]),
+         r"eval\.standin_tasks: no stand-in data for task 'openbookqa'"),
     ],
 )
 def test_bad_configs_name_the_key(mutate, needle):

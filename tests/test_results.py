@@ -219,6 +219,21 @@ def test_deltas_are_computed_from_ours(exp, fake_build):
     assert float(lc["hg8b_hg"]["ruler_4k_ours_value"]) > 0
 
 
+def test_tapered_decode_compares_each_mixer_with_the_run_it_names(exp, fake_build):
+    ctx = Context(exp, fake_build / "results", fake_build / "work")
+    assert ctx.decode_baselines == {"tp760m_ga_uniform": "tp760m_uniform", "tp760m_titans_uniform": "tp760m_uniform",
+                                    "tp760m_hope_uniform": "tp760m_uniform"}
+    assert "tp760m_titans_uniform" not in {r for pair in ctx.decode_pairs.values() for r in pair}
+    t = build_table(ctx, "tapered_decode")
+    assert [r.run for r in t.rows] == ["tp760m_uniform", "tp760m_ga_uniform", "tp760m_titans_uniform",
+                                       "tp760m_hope_uniform"]
+    assert t.cell("tp760m_titans_uniform", "latency_rel_64k").ours == pytest.approx(3.0)
+    assert t.cell("tp760m_titans_uniform", "latency_rel_4k").ours == pytest.approx(2.0 + 1 / 16)
+    assert t.cell("tp760m_uniform", "latency_rel_64k").ours is None  # the baseline names none
+    assert t.cell("tp760m_hope_uniform", "state_bytes").ours == 1000 + len("tp760m_hope_uniform")
+    assert "(vs tp760m_uniform)" in t.rows[2].label
+
+
 def test_figure4_fit_recovers_synthetic_line():
     a, b = 0.2, 0.05
     cs = [1e20, 1e21, 1e22]

@@ -99,4 +99,9 @@ def fabricate(exp, results_dir: Path, work_dir: Path, runs=None) -> None:
                 for run, lat in ((conv, lc), (hg, 0.2 + lc * ctx.acc(hg)["n_attn_layers"] / ctx.acc(conv)["n_attn_layers"])):
                     rows.append({"mixer": mixer, "length": L, "run": run, "latency_ms_median": lat,
                                  "latency_ms_min": lat, "kv_bytes": 1, "n_attention_layers": ctx.acc(run)["n_attn_layers"]})
+    for run, base in ctx.decode_baselines.items():  # the Tapered backbones against the Transformer
+        for L in (4096, 65536):
+            for name, lat, state in ((base, 1.0, 0), (run, 2.0 + L / 65536, 1000 + len(run))):
+                rows.append({"mixer": "native", "length": L, "run": name, "latency_ms_median": lat,
+                             "kv_bytes": L, "state_bytes": state, "state_bytes_predicted": state})
     write(results_dir / "decode" / "decode.json", {"rows": rows, "comparisons": [], "meta": {"device": "FAKE"}})

@@ -386,6 +386,11 @@ def check_runs(exp: Experiment) -> list[str]:
             key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in exp.spec(name)["arch"]
                    else "model_defaults.max_seq_len")
             errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
+    for name, spec in raw["runs"].items():
+        base = spec.get("decode")
+        if isinstance(base, str) and (base == name or base not in raw["runs"]):
+            errors.append(f"runs.{name}.decode: {base!r} is not another run of the config "
+                          "(a run's name: the baseline of its decode benchmark)")
     from shapelm.evaluation.standins import standin_tasks
 
     sections = {"eval": raw.get("eval", {})}
@@ -426,8 +431,10 @@ def check_output_paths(exp: Experiment) -> list[str]:
     # (key, value, output root, path below root/EXP): the paths of workflow/rules/*.smk
     named: list[tuple[str, Any, str, list[str]]] = [("name", name, root, []) for root in OUTPUT_ROOTS]
     named += [(f"scales.{s}", s, "work", ["data", s]) for s in raw["scales"]]
-    named += [(f"scales.{s}", s, "results", ["decode", f"pair_{s}.json"]) for s in raw["scales"]]
+    named += [(f"scales.{s}", s, "results", ["decode", f"pair_{s.lower()}.json"]) for s in raw["scales"]]
     named += [(f"runs.{r}", r, root, ["runs", r]) for r in exp.runs for root in ("work", "results")]
+    named += [(f"runs.{r}", r, "results", ["decode", f"pair_{r}.json"]) for r in raw["runs"]
+              if isinstance(raw["runs"][r].get("decode"), str)]
     named += [(f"runs.{r}.tables", t, "results", [".targets", f"table_{t}.done"])
               for r, run in exp.runs.items() for t in run["tables"]]
     for scale in raw["scales"]:

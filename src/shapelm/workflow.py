@@ -41,6 +41,23 @@ def figures_dir(exp: str) -> str:
     return f"paper_figures/{exp}"
 
 
+def decode_pairs(exp: Experiment) -> dict[str, tuple[str, str]]:
+    """Table 12's pairs: scale (lower case) -> (conventional, hourglass), its `decode: true` runs."""
+    by_scale: dict[str, dict[str, str]] = {}
+    for name, run in exp.runs.items():
+        if exp.raw["runs"].get(name, {}).get("decode") is True:
+            kind = "conv" if run["arch"].get("kind") == "conventional" else "hg"
+            by_scale.setdefault(run["scale"].lower(), {}).setdefault(kind, name)
+    return {s: (d["conv"], d["hg"]) for s, d in by_scale.items() if "conv" in d and "hg" in d}
+
+
+def decode_baselines(exp: Experiment) -> dict[str, str]:
+    """run -> the run its `decode:` names: the mixer's per-token cost against that one, each in
+    its own shapes (table `tapered_decode`)."""
+    return {name: spec["decode"] for name, spec in exp.raw["runs"].items()
+            if isinstance(spec.get("decode"), str)}
+
+
 def total_train_flops(run: dict[str, Any]) -> float:
     recipe = run_recipe(run)
     per_token = flops_per_token(run_model_config(run), recipe.seq_len).train
@@ -287,8 +304,9 @@ def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str
     hours = dict.fromkeys(PLAN_STAGES, 0.0)
     hours["pretraining"] = total_train_flops(run) / per_gpu / 3600
     hours["evaluation"] = (STAGE_RUNTIME_MIN["eval_ppl"] + STAGE_RUNTIME_MIN["downstream"]) / 60
-    if exp.raw["runs"].get(name, {}).get("decode"):  # a seed instance: decoded on its first seed only  # the Table 12 latency pairs (common.smk DECODE_RUNS)
-        hours["decode"] = STAGE_RUNTIME_MIN["decode_pair"] / 60 / 2  # one job serves the pair
+    decode = exp.raw["runs"].get(name, {}).get("decode")  # a later seed: decoded on its first only
+    if decode:  # a Table 12 run shares its pair's job; a run naming its baseline has one of its own
+        hours["decode"] = STAGE_RUNTIME_MIN["decode_pair"] / 60 / (2 if decode is True else 1)
     if run.get("longctx"):
         from shapelm.longctx.plan import longctx_settings, run_lengths
 

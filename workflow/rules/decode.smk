@@ -1,29 +1,31 @@
-# Decode benchmark: one-token latency and KV-cache bytes, conventional vs hourglass, per scale
-# (the two runs of a scale marked `decode: true`, conventional first).
-DECODE_PAIRS = {}
-for _r in DECODE_RUNS:
-    DECODE_PAIRS.setdefault(EXP.run(_r)["scale"], []).append(_r)
+# Decode benchmark: one-token latency, KV-cache and recurrent-state bytes of run pairs
+# (docs/DECODE.md): each scale's `decode: true` runs, conventional first, under every mixer of
+# `decode.mixers` (Table 12, Figure 5); and each run whose `decode:` names another run, against it
+# in both runs' native shapes (the Tapered backbones' per-token cost).
 DECODE_PAIRS = {
-    s: sorted(rs, key=lambda r: EXP.run(r)["arch"]["kind"] != "conventional")
-    for s, rs in DECODE_PAIRS.items()
-    if len(rs) == 2
+    **{s: list(p) for s, p in wf.decode_pairs(EXP).items()},
+    **{r: [base, r] for r, base in wf.decode_baselines(EXP).items()},
 }
+
+
+def decode_mixers(pair):
+    return ",".join(DECODE["mixers"]) if pair in wf.decode_pairs(EXP) else "native"
 
 
 rule decode_pair:
     input:
         experiment=f"{WORK}/experiment.json",
     output:
-        f"{RESULTS}/decode/pair_{{scale}}.json",
+        f"{RESULTS}/decode/pair_{{pair}}.json",
     log:
-        f"{LOGS}/decode/decode_{{scale}}.log",
+        f"{LOGS}/decode/decode_{{pair}}.log",
     benchmark:
-        f"{BENCHMARKS}/decode/decode_{{scale}}.tsv"
+        f"{BENCHMARKS}/decode/decode_{{pair}}.tsv"
     resources:
-        **stage_resources("decode_pair", run_of=lambda w: DECODE_PAIRS[w.scale][-1]),
+        **stage_resources("decode_pair", run_of=lambda w: DECODE_PAIRS[w.pair][-1]),
     params:
-        runs=lambda w: DECODE_PAIRS[w.scale],
-        mixers=",".join(DECODE["mixers"]),
+        runs=lambda w: DECODE_PAIRS[w.pair],
+        mixers=lambda w: decode_mixers(w.pair),
         lengths=",".join(str(x) for x in DECODE["lengths"]),
         peer=option("--peer-length", DECODE["peer_length"]),
     shell:
@@ -34,7 +36,7 @@ rule decode_pair:
 
 rule decode_bench:
     input:
-        [f"{RESULTS}/decode/pair_{s}.json" for s in DECODE_PAIRS],
+        [f"{RESULTS}/decode/pair_{p}.json" for p in DECODE_PAIRS],
     output:
         f"{RESULTS}/decode/decode.json",
     log:

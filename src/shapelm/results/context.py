@@ -136,14 +136,16 @@ class Context:
     @functools.cached_property
     def decode_pairs(self) -> dict[str, tuple[str, str]]:
         """Scale (lower case) -> (conventional run, hourglass run) of the runs marked `decode: true`."""
-        raw = self.exp.raw.get("runs", {})
-        by_scale: dict[str, dict[str, str]] = {}
-        for name, run in self.exp.runs.items():
-            if not raw.get(name, {}).get("decode"):
-                continue
-            kind = "conv" if run["arch"].get("kind") == "conventional" else "hg"
-            by_scale.setdefault(run["scale"].lower(), {}).setdefault(kind, name)
-        return {s: (d["conv"], d["hg"]) for s, d in by_scale.items() if "conv" in d and "hg" in d}
+        from shapelm.workflow import decode_pairs
+
+        return decode_pairs(self.exp)
+
+    @functools.cached_property
+    def decode_baselines(self) -> dict[str, str]:
+        """run -> the run its `decode:` names (shapelm.workflow.decode_baselines)."""
+        from shapelm.workflow import decode_baselines
+
+        return decode_baselines(self.exp)
 
     # ---- results
     def run_file(self, run: str, name: str) -> Path:

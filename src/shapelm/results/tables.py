@@ -335,6 +335,7 @@ TABLE_TITLES = {
     "lws_table3": "LWS Table 3: layer-wise scaling variants (~180M, 5B tokens)",
     "lws_throughput": "LWS abstract: training throughput of the variants vs the isotropic baseline",
     "throughput": "Training throughput per run (tokens/s, MFU)",
+    "tapered_decode": "Tapered backbones: per-token decode cost vs the Transformer of the same widths (ours)",
     "tapered_fig3_schedules": "Tapered Figure 3: the runs drawn in the schedule figure (shapes)",
     "tapered_fig4_novelty": "Tapered Figure 4: the runs whose layer-wise novelty is measured",
     "lws_fig3_profiles": "LWS Figure 3: the runs drawn in the per-layer profile figure (shapes)",
@@ -745,6 +746,52 @@ def _fig5(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     return cols, rows
 
 
+def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
+    """Per-token decode cost of the Tapered backbones against the run their `decode:` names (the
+    softmax Transformer of the same widths), each in its native shapes: no paper values (the
+    Tapered paper reports no decoding; docs/DECODE.md "Recurrent mixers")."""
+    def label(run: str) -> str:
+        base = ctx.decode_baselines.get(run)
+        return ctx.exp.runs[run].get("label", run) + (f" (vs {base})" if base else "")
+
+    rows = [RowRef(n, label(n), n, False) for n in ctx.runs_for_table(name)]
+
+    def bench_row(run: str | None, length: int) -> dict[str, Any] | None:
+        return next((r for r in ctx.decode_rows if r.get("run") == run and r.get("mixer") == "native"
+                     and int(r["length"]) == length), None)
+
+    def latency(length: int) -> Getter:
+        return lambda ctx, row: ctx.latency(row.run, "native", length) if row.run else None
+
+    def rel(length: int) -> Getter:
+        def get(ctx: Context, row: RowRef) -> float | None:
+            base = ctx.decode_baselines.get(row.run)
+            a, b = ctx.latency(row.run, "native", length), base and ctx.latency(base, "native", length)
+            return a / b if a and b else None
+        return get
+
+    runs = {r.run for r in rows}
+    native = [r for r in ctx.decode_rows if r.get("run") in runs and r.get("mixer") == "native"]
+    lengths = sorted({int(r["length"]) for r in native}) or ctx.decode_lengths()
+
+    def field_at(key: str, length: int) -> Getter:
+        return lambda ctx, row: _f((bench_row(row.run, length) or {}).get(key))
+
+    cols = []
+    for L in lengths:
+        label = F.length_label(L)
+        cols += [_ours_only(f"latency_ms_{label}", f"ms per token at {label}", "metric", latency(L), "f3"),
+                 _ours_only(f"latency_rel_{label}", f"/ baseline's at {label}", "metric", rel(L), "x")]
+    if lengths:
+        longest = F.length_label(lengths[-1])
+        cols += [_ours_only("kv_bytes", f"KV-cache bytes at {longest}", "metric", field_at("kv_bytes", lengths[-1]), "e"),
+                 _ours_only("state_bytes", "recurrent state bytes (measured)", "metric",
+                            field_at("state_bytes", lengths[-1]), "e"),
+                 _ours_only("state_bytes_predicted", "recurrent state bytes (accounting)", "shape",
+                            field_at("state_bytes_predicted", lengths[-1]), "e")]
+    return cols, rows
+
+
 def longctx_lengths(ctx: Context, runs: list[str]) -> list[int]:
     found: set[int] = set()
     for r in runs:
@@ -942,4 +989,5 @@ SPECIAL: dict[str, Callable[[Context, str], tuple[list[Col], list[RowRef]]]] = {
     "lws_table3": _lws,
     "lws_throughput": _throughput,
     "throughput": _throughput,
+    "tapered_decode": _tapered_decode,
 }
