@@ -259,3 +259,26 @@ def test_memory_carries_information_beyond_the_window():
             block.attn.memory.v_proj.weight.zero_()  # so the memory stores nothing of the tokens
         frozen = (model(ids).logits[0, 12:] - model(moved).logits[0, 12:]).abs().max()
     assert frozen < 1e-6
+
+
+@pytest.mark.parametrize("mixer", ["titans", "hope_attention"])
+def test_ragged_greedy_generation_decodes_each_prompt_as_the_full_forward_would(mixer):
+    """RULER's batched decoding: a model with a recurrent state decodes each prompt alone, and
+    every token is the full forward's argmax."""
+    from shapelm.longctx.generate import greedy_generate_batch
+
+    torch.manual_seed(3)
+    if mixer == "titans":
+        cfg = titans_cfg()
+    else:
+        layer = {"attention": ATTN, "ffn_widths": [24, 24], "mixer": "hope_attention", "cms_chunks": [2, 4]}
+        cfg = ModelConfig(vocab_size=V, d_model=32, max_seq_len=64, layers=[layer, layer])
+    model = build_model(cfg).eval()
+    prompts = [torch.randint(0, V, (n,)).tolist() for n in (9, 4, 13)]
+    got = greedy_generate_batch(model, prompts, [6, 6, 3])
+    for prompt, out, n in zip(prompts, got, [6, 6, 3]):
+        ids = list(prompt)
+        with torch.no_grad():
+            for _ in range(n):
+                ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
+        assert out == ids[len(prompt):]

@@ -6,12 +6,16 @@ long, compute-bound part) right-aligned into a shared cache, so every row's next
 to the same cache slot; then all rows decode at once (the memory-bound part, where batching
 pays), a key mask hiding each row's left padding. RoPE only sees position differences, so a
 prompt shifted right attends exactly as it would unshifted.
+
+A model with a recurrent state (Titans' memories, Hope-attention's fast weights) decodes each
+prompt alone: its state would read a shifted prompt's padding, and a state has no key mask.
 """
 
 from __future__ import annotations
 
 import torch
 
+from shapelm.accounting import decoding_state_bytes
 from shapelm.decode.cache import StaticKVCache
 
 
@@ -53,6 +57,9 @@ def greedy_generate_batch(
     """Greedy continuations of several prompts decoded together (module docstring)."""
     if not prompts or any(not p for p in prompts):
         raise ValueError("greedy_generate: empty prompt")
+    if len(prompts) > 1 and decoding_state_bytes(model.config):
+        return [greedy_generate_batch(model, [p], [n], eos_id=eos_id, prefill_chunk=prefill_chunk,
+                                      device=device)[0] for p, n in zip(prompts, max_new_tokens)]
     device = device or next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -67,7 +74,8 @@ def greedy_generate_batch(
             start = longest - len(prompt)
             cache.key_mask[i, start:] = True
             ids = torch.tensor([prompt], dtype=torch.long, device=device)
-            last.append(_prefill(model, ids, cache.row(i, start), start, prefill_chunk))
+            target = cache if len(prompts) == 1 else cache.row(i, start)  # one row: the state's cache
+            last.append(_prefill(model, ids, target, start, prefill_chunk))
         cache.set_length(longest)
         h = torch.cat(last)
         outs: list[list[int]] = [[] for _ in prompts]
