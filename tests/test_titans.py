@@ -282,3 +282,10 @@ def test_ragged_greedy_generation_decodes_each_prompt_as_the_full_forward_would(
             for _ in range(n):
                 ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
         assert out == ids[len(prompt):]
+
+
+def test_the_shapes_table_counts_the_memory_as_decoding_state():
+    from shapelm.accounting import shape_row
+
+    cfg = titans_cfg()
+    assert shape_row("t", cfg, 64, 256)["state_bytes_per_seq"] == recurrent_state_bytes(cfg) > 0

@@ -274,5 +274,5 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "train_flops_per_step": per_token * tokens_per_step,
         "train_flops_per_step_approx": 3 * approx_forward_flops_per_token(cfg, seq_len) * tokens_per_step,
         "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
-        "state_bytes_per_seq": fast_weight_state_bytes(cfg),
+        "state_bytes_per_seq": decoding_state_bytes(cfg),
     }
