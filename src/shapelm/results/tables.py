@@ -421,20 +421,24 @@ def build_table(ctx: Context, name: str) -> Table:
         cols.append(_ours_only("train_flops", "train FLOPs per step (ours)", "shape", A("flops_step"), "e"))
     if not caption:
         caption = title
-    table = Table(name, title, caption, cols, rows, notes=notes, data_notes=standin_notes(ctx, rows))
+    table = Table(name, title, caption, cols, rows, notes=notes, data_notes=standin_notes(ctx, rows, cols))
     fill_cells(ctx, table)
     return table
 
 
-def standin_notes(ctx: Context, rows: list[RowRef]) -> list[str]:
-    """Which rows' task columns ran on stand-in data (downstream.json's standin_tasks)."""
+def standin_notes(ctx: Context, rows: list[RowRef], cols: list[Col]) -> list[str]:
+    """Which rows' task columns (or averages over tasks) ran on stand-in data (downstream.json's
+    standin_tasks)."""
     from shapelm.results.readers import load_json
 
+    shown = {TASK_ALIASES.get(c.name, c.name) for c in cols} | {"lambada" for c in cols if c.name == "lambada_ppl"}
+    averaged = any(c.name in ("avg_acc", "avg_ppl") for c in cols)
     by_tasks: dict[tuple[str, ...], list[str]] = {}
     for row in rows:
         if row.run and ctx.has_run(row.run):
             data = load_json(ctx.run_file(row.run, "downstream.json"))
             tasks = tuple(data.get("standin_tasks") or ()) if isinstance(data, dict) else ()
+            tasks = tuple(t for t in tasks if averaged or t in shown)
             if tasks:
                 by_tasks.setdefault(tasks, []).append(row.run)
     return [f"{', '.join(tasks)}: stand-in data cut from our held-out text in each task's hub schema "
@@ -754,7 +758,8 @@ def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
         base = ctx.decode_baselines.get(run)
         return ctx.exp.runs[run].get("label", run) + (f" (vs {base})" if base else "")
 
-    rows = [RowRef(n, label(n), n, False) for n in ctx.runs_for_table(name)]
+    names = ctx.runs_for_table(name)  # the baselines first
+    rows = [RowRef(n, label(n), n, False) for n in sorted(names, key=lambda n: n in ctx.decode_baselines)]
 
     def bench_row(run: str | None, length: int) -> dict[str, Any] | None:
         return next((r for r in ctx.decode_rows if r.get("run") == run and r.get("mixer") == "native"
@@ -777,11 +782,19 @@ def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     def field_at(key: str, length: int) -> Getter:
         return lambda ctx, row: _f((bench_row(row.run, length) or {}).get(key))
 
+    def baseline_of_others(length: int) -> Callable[[Context, RowRef], str | None]:
+        """A run measured that names no baseline has no ratio: it is the others' baseline."""
+        def why(ctx: Context, row: RowRef) -> str | None:
+            measured = ctx.latency(row.run, "native", length) is not None
+            return "baseline" if measured and row.run not in ctx.decode_baselines else None
+        return why
+
     cols = []
     for L in lengths:
         label = F.length_label(L)
         cols += [_ours_only(f"latency_ms_{label}", f"ms per token at {label}", "metric", latency(L), "f3"),
                  _ours_only(f"latency_rel_{label}", f"/ baseline's at {label}", "metric", rel(L), "x")]
+        cols[-1].absent = baseline_of_others(L)
     if lengths:
         longest = F.length_label(lengths[-1])
         cols += [_ours_only("kv_bytes", f"KV-cache bytes at {longest}", "metric", field_at("kv_bytes", lengths[-1]), "e"),
