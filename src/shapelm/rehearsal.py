@@ -166,6 +166,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     data = out.setdefault("data", {})
     tokenizer_of = {name: merge(data, scale.get("data", {})).get("tokenizer")
                     for name, scale in out["scales"].items()}
+    default_tasks = paper.get("eval", {}).get("tasks", ["olmo"])  # the runs without their own
     for run in out["runs"].values():
         scale = out["scales"][run["scale"]]
         arch = merge(paper.get("model_defaults", {}), run["arch"])
@@ -175,7 +176,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         if vocab and "vocab_size" in arch:
             small["vocab_size"] = vocab
         run["arch"] = small
-        paper_tasks = run.get("eval", {}).get("tasks", paper.get("eval", {}).get("tasks", ["olmo"]))
+        paper_tasks = run.get("eval", {}).get("tasks", default_tasks)
         run["eval"] = {**run.get("eval", {}), "tasks": ["heldout", *paper_tasks]}
         if run.get("recipe", out.get("recipe", "paper")) != "paper":
             # a released-code recipe ranks above the scale's settings: the CPU sizes go on the run
@@ -186,7 +187,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         if vocab:
             out["model_defaults"]["vocab_size"] = vocab
     out["eval"] = {**paper.get("eval", {}), "ppl_seq_len": 64, "ppl_max_instances": 8,
-                   "batch_size": 8, "tasks": ["heldout", *paper.get("eval", {}).get("tasks", ["olmo"])],
+                   "batch_size": 8, "tasks": ["heldout", *default_tasks],
                    "standin_tasks": ["olmo", "tapered"], "heldout_examples": 40, "limit": 10}
     lc = out.setdefault("longctx", {})
     # The paper's s=16 from the rehearsal's 64-token pretraining: 1,024 tokens, the shortest

@@ -2,14 +2,15 @@
 # (docs/DECODE.md): each scale's `decode: true` runs, conventional first, under every mixer of
 # `decode.mixers` (Table 12, Figure 5); and each run whose `decode:` names another run, against it
 # in both runs' native shapes (the Tapered backbones' per-token cost).
+TABLE12_PAIRS = wf.decode_pairs(EXP)
 DECODE_PAIRS = {
-    **{s: list(p) for s, p in wf.decode_pairs(EXP).items()},
+    **{s: list(p) for s, p in TABLE12_PAIRS.items()},
     **{r: [base, r] for r, base in wf.decode_baselines(EXP).items()},
 }
 
 
 def decode_mixers(pair):
-    return ",".join(DECODE["mixers"]) if pair in wf.decode_pairs(EXP) else "native"
+    return ",".join(DECODE["mixers"]) if pair in TABLE12_PAIRS else "native"
 
 
 rule decode_pair:

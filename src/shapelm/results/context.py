@@ -162,6 +162,12 @@ class Context:
                                 seeds.mean_downstream)
 
     @functools.lru_cache(maxsize=None)
+    def downstream_json(self, run: str) -> dict[str, Any]:
+        """One run's downstream.json as written (details, standin_tasks); {} when absent."""
+        data = readers.load_json(self.run_file(run, "downstream.json"))
+        return data if isinstance(data, dict) else {}
+
+    @functools.lru_cache(maxsize=None)
     def proofpile(self, run: str | None) -> dict[int, float] | None:
         return self._over_seeds(run, lambda r: readers.read_proofpile(self.run_file(r, "proofpile.json")),
                                 seeds.mean_by_length)

@@ -247,11 +247,15 @@ def read_decode(path: str | os.PathLike) -> list[dict[str, Any]] | None:
     return rows
 
 
+def decode_row(rows: list[dict[str, Any]], run: str, mixer: str, length: int) -> dict[str, Any] | None:
+    """The benchmark row of one run, mixer and context length."""
+    return next((r for r in rows if r.get("run") == run and str(r.get("mixer", "mha")).lower() == mixer
+                 and int(r["length"]) == length), None)
+
+
 def decode_latency(rows: list[dict[str, Any]], run: str, mixer: str, length: int) -> float | None:
-    for r in rows:
-        if r.get("run") == run and str(r.get("mixer", "mha")).lower() == mixer and int(r["length"]) == length:
-            return _first(r, "latency_ms_median", "latency_ms", "latency_ms_mean")
-    return None
+    r = decode_row(rows, run, mixer, length)
+    return _first(r, "latency_ms_median", "latency_ms", "latency_ms_mean") if r else None
 
 
 # --------------------------------------------------------------------------- training curves

@@ -198,10 +198,7 @@ def task_stderr(task: str) -> Getter:
     def get(ctx: Context, row: RowRef) -> float | None:
         if not row.run or not ctx.has_run(row.run):
             return None
-        from shapelm.results.readers import load_json
-
-        data = load_json(ctx.run_file(row.run, "downstream.json"))
-        details = data.get("details") if isinstance(data, dict) else None
+        details = ctx.downstream_json(row.run).get("details")
         if not isinstance(details, dict):
             return None
         name = TASK_ALIASES.get(task, task)
@@ -429,16 +426,13 @@ def build_table(ctx: Context, name: str) -> Table:
 def standin_notes(ctx: Context, rows: list[RowRef], cols: list[Col]) -> list[str]:
     """Which rows' task columns (or averages over tasks) ran on stand-in data (downstream.json's
     standin_tasks)."""
-    from shapelm.results.readers import load_json
-
     shown = {TASK_ALIASES.get(c.name, c.name) for c in cols} | {"lambada" for c in cols if c.name == "lambada_ppl"}
     averaged = any(c.name in ("avg_acc", "avg_ppl") for c in cols)
     by_tasks: dict[tuple[str, ...], list[str]] = {}
     for row in rows:
         if row.run and ctx.has_run(row.run):
-            data = load_json(ctx.run_file(row.run, "downstream.json"))
-            tasks = tuple(data.get("standin_tasks") or ()) if isinstance(data, dict) else ()
-            tasks = tuple(t for t in tasks if averaged or t in shown)
+            tasks = tuple(t for t in ctx.downstream_json(row.run).get("standin_tasks") or ()
+                          if averaged or t in shown)
             if tasks:
                 by_tasks.setdefault(tasks, []).append(row.run)
     return [f"{', '.join(tasks)}: stand-in data cut from our held-out text in each task's hub schema "
@@ -761,10 +755,6 @@ def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     names = ctx.runs_for_table(name)  # the baselines first
     rows = [RowRef(n, label(n), n, False) for n in sorted(names, key=lambda n: n in ctx.decode_baselines)]
 
-    def bench_row(run: str | None, length: int) -> dict[str, Any] | None:
-        return next((r for r in ctx.decode_rows if r.get("run") == run and r.get("mixer") == "native"
-                     and int(r["length"]) == length), None)
-
     def latency(length: int) -> Getter:
         return lambda ctx, row: ctx.latency(row.run, "native", length) if row.run else None
 
@@ -780,7 +770,7 @@ def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     lengths = sorted({int(r["length"]) for r in native}) or ctx.decode_lengths()
 
     def field_at(key: str, length: int) -> Getter:
-        return lambda ctx, row: _f((bench_row(row.run, length) or {}).get(key))
+        return lambda ctx, row: _f((readers.decode_row(ctx.decode_rows, row.run, "native", length) or {}).get(key))
 
     def baseline_of_others(length: int) -> Callable[[Context, RowRef], str | None]:
         """A run measured that names no baseline has no ratio: it is the others' baseline."""
