@@ -438,3 +438,31 @@ def test_concurrent_table_jobs_do_not_share_a_temp_file(exp, tmp_path):
     assert all(p.read_text() == "another job's half-written table" for p in in_flight)
     assert (tables / f"{CLAIMS_NAME}.csv").read_text().startswith("id,claim,")
     assert not [p for p in tables.iterdir() if p.name.endswith(".tmp") and p not in in_flight]
+
+
+def test_the_tables_reading_decode_json_are_planned_to_wait_for_it(exp, fake_build):
+    # `table_NAME` targets take decode.json as input when NAME is in DECODE_READERS; a table or
+    # figure that reads it without being listed would build without the benchmark.
+    import matplotlib.pyplot as plt
+
+    from shapelm.plan.decode import DECODE_READERS
+    from shapelm.results.figures import FIGURES
+
+    class Recording(Context):
+        read_decode = False
+
+        @property
+        def decode_rows(self):
+            self.read_decode = True
+            return Context.decode_rows.func(self)
+
+    readers = set()
+    for name in [*regenerated_tables(exp), *FIGURES]:
+        ctx = Recording(exp, fake_build / "results", fake_build / "work")
+        if name in FIGURES:
+            plt.close(FIGURES[name][0](ctx))
+        else:
+            build_table(ctx, name)
+        if ctx.read_decode:
+            readers.add(name)
+    assert readers == DECODE_READERS

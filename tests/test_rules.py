@@ -223,3 +223,11 @@ def test_snakemake_lint_reports_only_justified_items():
         assert not {t: items for t, items in titles.items() if t not in JUSTIFIED_LINTS}, config
     for title, reason in JUSTIFIED_LINTS.items():
         assert title.rstrip(".") in snakefile and reason in snakefile
+
+
+def test_a_table_reading_the_decode_benchmark_waits_for_it(tmp_path):
+    # tapered_decode's rows are the decode benchmark's: its target must run the benchmark first.
+    proc = _snakemake(["table_tapered_decode", "--configfile", str(ROOT / "configs" / "default.yaml"), "-n",
+                       "--quiet", "rules"], tmp_path)
+    jobs = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    assert {"table_tapered_decode", "decode_bench", "decode_pair"} <= jobs, proc.stdout

@@ -25,39 +25,6 @@ from shapelm.accounting import flops_per_token
 from shapelm.config import Experiment, run_model_config, run_recipe
 
 
-def work_dir(exp: str) -> str:
-    return f"work/{exp}"
-
-
-def run_dir(exp: str, run: str) -> str:
-    return f"work/{exp}/runs/{run}"
-
-
-def results_dir(exp: str) -> str:
-    return f"results/{exp}"
-
-
-def figures_dir(exp: str) -> str:
-    return f"paper_figures/{exp}"
-
-
-def decode_pairs(exp: Experiment) -> dict[str, tuple[str, str]]:
-    """Table 12's pairs: scale (lower case) -> (conventional, hourglass), its `decode: true` runs."""
-    by_scale: dict[str, dict[str, str]] = {}
-    for name, run in exp.runs.items():
-        if exp.raw["runs"].get(name, {}).get("decode") is True:
-            kind = "conv" if run["arch"].get("kind") == "conventional" else "hg"
-            by_scale.setdefault(run["scale"].lower(), {}).setdefault(kind, name)
-    return {s: (d["conv"], d["hg"]) for s, d in by_scale.items() if "conv" in d and "hg" in d}
-
-
-def decode_baselines(exp: Experiment) -> dict[str, str]:
-    """run -> the run its `decode:` names: the mixer's per-token cost against that one, each in
-    its own shapes (table `tapered_decode`)."""
-    return {name: spec["decode"] for name, spec in exp.raw["runs"].items()
-            if isinstance(spec.get("decode"), str)}
-
-
 def total_train_flops(run: dict[str, Any]) -> float:
     recipe = run_recipe(run)
     per_token = flops_per_token(run_model_config(run), recipe.seq_len).train

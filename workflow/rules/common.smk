@@ -7,6 +7,8 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from shapelm import workflow as wf
+from shapelm.plan import decode as decode_plan
+from shapelm.plan import paths
 from shapelm.checks import workflow_experiment
 from shapelm.config import config_hash, write_json_atomic
 from shapelm.evaluation.standins import standin_path, standin_tasks
@@ -38,9 +40,9 @@ if config.get("rehearsal"):
     os.environ.setdefault("SHAPELM_THREADS", "1")
 E = EXP.name
 RUNS = list(EXP.runs)
-WORK = wf.work_dir(E)
-RESULTS = wf.results_dir(E)
-FIGURES = wf.figures_dir(E)
+WORK = paths.work_dir(E)
+RESULTS = paths.results_dir(E)
+FIGURES = paths.figures_dir(E)
 LOGS = f"logs/{E}"
 # Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs), to calibrate `shapelm plan`.
 BENCHMARKS = f"{WORK}/benchmarks"
@@ -69,7 +71,7 @@ def option(flag, value):
 
 
 def run_dir(run):
-    return f"{WORK}/runs/{run}"
+    return paths.run_dir(E, run)
 
 
 def model_file(run):

@@ -2,10 +2,10 @@
 # (docs/DECODE.md): each scale's `decode: true` runs, conventional first, under every mixer of
 # `decode.mixers` (Table 12, Figure 5); and each run whose `decode:` names another run, against it
 # in both runs' native shapes (the Tapered backbones' per-token cost).
-TABLE12_PAIRS = wf.decode_pairs(EXP)
+TABLE12_PAIRS = decode_plan.decode_pairs(EXP)
 DECODE_PAIRS = {
     **{s: list(p) for s, p in TABLE12_PAIRS.items()},
-    **{r: [base, r] for r, base in wf.decode_baselines(EXP).items()},
+    **{r: [base, r] for r, base in decode_plan.decode_baselines(EXP).items()},
 }
 
 

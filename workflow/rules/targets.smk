@@ -21,11 +21,7 @@ for _table in _TABLES:
         input:
             experiment=f"{WORK}/experiment.json",
             runs=[p for r in EXP.runs_for(table=_table) for p in run_outputs(r)],
-            decode=(
-                DECODE_OUTPUTS
-                if _table in ("hourglass_table12", "hourglass_fig5_decode")
-                else []
-            ),
+            decode=DECODE_OUTPUTS if _table in decode_plan.DECODE_READERS else [],
             analysis=NOVELTY_HF_OUTPUTS if _table == NOVELTY_FIGURE else [],
         output:
             touch(f"{RESULTS}/.targets/table_{_table}.done"),

@@ -64,13 +64,13 @@ def _table_caption(name: str) -> str:
 def artifacts(exp: Experiment | str | os.PathLike, results_dir: str | os.PathLike | None = None,
               figures_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """Every file `build_results` writes, in a fixed order, with captions for the report."""
-    from shapelm import workflow
+    from shapelm.plan import paths
     from shapelm.results.figures import FIGURES
     from shapelm.results.tables import regenerated_tables
 
     exp = load(exp)
-    rdir = Path(results_dir) if results_dir is not None else Path(workflow.results_dir(exp.name))
-    fdir = Path(figures_dir) if figures_dir is not None else Path(workflow.figures_dir(exp.name))
+    rdir = Path(results_dir) if results_dir is not None else Path(paths.results_dir(exp.name))
+    fdir = Path(figures_dir) if figures_dir is not None else Path(paths.figures_dir(exp.name))
     out: list[dict[str, Any]] = []
     for name in regenerated_tables(exp):
         caption = _table_caption(name)

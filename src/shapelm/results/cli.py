@@ -46,18 +46,18 @@ def _exp(path: str):
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from shapelm import workflow
+    from shapelm.plan import paths
     from shapelm.results import build_results
 
     exp = _exp(args.config)
-    rdir = args.results_dir or workflow.results_dir(exp.name)
+    rdir = args.results_dir or paths.results_dir(exp.name)
     if Path(rdir).exists() and not Path(rdir).is_dir():
         raise ResultsError(f"--results-dir {rdir}: exists and is not a directory")
-    paths = build_results(exp, rdir, args.figures_dir or workflow.figures_dir(exp.name),
-                          args.work_dir or workflow.work_dir(exp.name), report_dir=args.report_dir,
+    paths = build_results(exp, rdir, args.figures_dir or paths.figures_dir(exp.name),
+                          args.work_dir or paths.work_dir(exp.name), report_dir=args.report_dir,
                           only=set(args.only) if args.only else None)
     print(f"wrote {len(paths)} files: tables in {Path(rdir) / 'tables'}, figures in "
-          f"{args.figures_dir or workflow.figures_dir(exp.name)}")
+          f"{args.figures_dir or paths.figures_dir(exp.name)}")
     return 0
 
 

@@ -136,14 +136,14 @@ class Context:
     @functools.cached_property
     def decode_pairs(self) -> dict[str, tuple[str, str]]:
         """Scale (lower case) -> (conventional run, hourglass run) of the runs marked `decode: true`."""
-        from shapelm.workflow import decode_pairs
+        from shapelm.plan.decode import decode_pairs
 
         return decode_pairs(self.exp)
 
     @functools.cached_property
     def decode_baselines(self) -> dict[str, str]:
-        """run -> the run its `decode:` names (shapelm.workflow.decode_baselines)."""
-        from shapelm.workflow import decode_baselines
+        """run -> the run its `decode:` names (shapelm.plan.decode.decode_baselines)."""
+        from shapelm.plan.decode import decode_baselines
 
         return decode_baselines(self.exp)
 

@@ -1,0 +1,22 @@
+"""Where an experiment's files live, relative to the workflow's working directory. The one
+spelling of the layout: rules, `shapelm.workflow` and `shapelm results` take it from here."""
+from __future__ import annotations
+
+
+def work_dir(exp: str) -> str:
+    """Training state, run configs, checkpoints and the experiment's merged config."""
+    return f"work/{exp}"
+
+
+def run_dir(exp: str, run: str) -> str:
+    """One run's directory: run config, checkpoints, final model, metrics.jsonl."""
+    return f"{work_dir(exp)}/runs/{run}"
+
+
+def results_dir(exp: str) -> str:
+    """Per-run result JSONs, the decode benchmark and the tables."""
+    return f"results/{exp}"
+
+
+def figures_dir(exp: str) -> str:
+    return f"paper_figures/{exp}"
