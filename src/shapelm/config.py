@@ -587,11 +587,10 @@ def run_recipe(run: dict[str, Any]) -> TrainRecipe:
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    """A run config, manifest or state file: sorted keys, anything else as its str()."""
+    from shapelm import files
+
+    files.write_json(path, obj, sort_keys=True, default=str, newline=False)
 
 
 def load_run_config(path: str | os.PathLike) -> dict[str, Any]:

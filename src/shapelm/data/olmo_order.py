@@ -45,15 +45,15 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelm.errors import DataError
 from shapelm.data.sources import RangeReader, is_url, source_sizes
 from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
-    atomic_write_bytes,
     atomic_write_json,
     make_manifest,
 )
+from shapelm.errors import DataError
+from shapelm.files import publish, write_bytes
 
 INSTANCE_LEN = 4096
 SEED = 6198
@@ -151,7 +151,7 @@ def order_prefix(
 
         bio = io.BytesIO()
         np.save(bio, prefix)
-        atomic_write_bytes(cdir / f"olmo-order-{key}-{n_select}.npy", bio.getbuffer())
+        write_bytes(cdir / f"olmo-order-{key}-{n_select}.npy", bio.getbuffer())
     return prefix
 
 
@@ -444,7 +444,7 @@ def slice_olmo(
                         fh.close()
                         tmp.unlink(missing_ok=True)
                     raise
-            os.replace(tmp, out / name)
+            publish(tmp, out / name)
             done[str(i)] = {
                 "path": name,
                 "n_tokens": (hi - lo) * instance_len,
@@ -485,7 +485,7 @@ def slice_olmo(
 
         bio = io.BytesIO()
         np.save(bio, ids)
-        atomic_write_bytes(out / "instance_ids.npy", bio.getbuffer())
+        write_bytes(out / "instance_ids.npy", bio.getbuffer())
         extra["instance_ids"] = {
             "file": "instance_ids.npy",
             "count": n_sel,

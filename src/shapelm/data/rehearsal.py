@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelm.data.tokens import atomic_write_bytes, atomic_write_json
+from shapelm import files
+from shapelm.data.tokens import atomic_write_json
 
 #: stand-in for each tokenizer configs/paper.yaml names: trained vocabulary, special tokens
 #: before it (ids 0..), special tokens after it, and the tokenizer_config.json entries
@@ -112,7 +113,7 @@ def write_data_inputs(out_dir: Path) -> dict:
         ids = _encode_documents(src, [d.text for d in val[domain]], src_eos)
         path = out / "olmo-val" / vset / "val" / "part-0-00000.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, ids.tobytes())
+        files.write_bytes(path, ids.tobytes())
         val_tokens[vset] = int(ids.size)
     atomic_write_json(out / "inputs.json", {
         "format": "shapelm-rehearsal-inputs-v1",
@@ -145,13 +146,13 @@ def _write_stand_in(hub: Path, spec: str, cfg: dict, texts: list[str]):
     repo = hub / ("models--" + spec.replace("/", "--"))
     snap = repo / "snapshots" / rev
     snap.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(snap / "tokenizer.json", blob)
+    files.write_bytes(snap / "tokenizer.json", blob)
     config = {k: v for k, v in cfg["config"].items() if v is not None}
     config["model_max_length"] = 4096
     config["stand_in_for"] = spec
     atomic_write_json(snap / "tokenizer_config.json", config)
     (repo / "refs").mkdir(exist_ok=True)
-    atomic_write_bytes(repo / "refs" / "main", rev.encode())
+    files.write_bytes(repo / "refs" / "main", rev.encode())
     return tok, tokenizer_eos_id(tok, snap / "tokenizer.json")
 
 
@@ -198,11 +199,11 @@ def _write_shards(olmo: Path, train, tok, eos_id: int) -> list[dict]:
         ids = _encode_documents(tok, texts[url], eos_id)
         path = olmo / url[len(OLMO_URL) + 1 :]
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, ids.tobytes())
+        files.write_bytes(path, ids.tobytes())
         shards.append({"url": url, "domain": domain, "documents": len(texts[url]),
                        "tokens": int(ids.size), "instances": int(ids.size // 4096)})
     lines = ["# rehearsal stand-ins of OLMo-2 stage-1 sources, in the shipped list's order"]
-    atomic_write_bytes(olmo / "paths.txt", ("\n".join(lines + [u for u, _ in chosen]) + "\n").encode())
+    files.write_bytes(olmo / "paths.txt", ("\n".join(lines + [u for u, _ in chosen]) + "\n").encode())
     return shards
 
 

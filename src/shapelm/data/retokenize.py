@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shapelm.files import publish
 from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
@@ -343,7 +344,7 @@ def _write_part(
                 pos = end
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, out / name)
+        publish(tmp, out / name)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -29,6 +29,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from shapelm import files
 from shapelm.errors import DataError
 
 EOS_TOKEN = "<|endoftext|>"
@@ -161,10 +162,8 @@ def train_bpe(
     if added_tokens:
         tok.add_special_tokens(list(added_tokens))
     if out_path is not None:
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(out_path).with_suffix(".tmp")
-        tok.save(str(tmp))
-        os.replace(tmp, out_path)
+        with files.atomic_path(out_path) as tmp:
+            tok.save(str(tmp))
     return tok
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from shapelm.errors import DataError
+from shapelm.files import write_bytes, write_json
 
 FORMAT = "shapelm-tokens-v1"
 MANIFEST = "manifest.json"
@@ -44,32 +44,9 @@ def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 24) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes | memoryview) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, new_file_mode())  # mkstemp creates 0600; outputs are shared with the group
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def new_file_mode() -> int:
-    """The mode `open()` gives a new file (0666 less the umask: 0644 under the usual 022)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode())
+    """A token directory's JSON files (manifests, caches, progress): one-space indent."""
+    write_json(path, obj, indent=1)
 
 
 def as_token_array(arr: Any, vocab_size: int, name: str) -> np.ndarray:
@@ -121,7 +98,7 @@ def write_token_dir(
         a = as_token_array(arr, vocab_size, str(path / name))
         if a.size == 0:
             continue
-        atomic_write_bytes(path / name, memoryview(a).cast("B"))
+        write_bytes(path / name, memoryview(a).cast("B"))
         files.append(
             {
                 "path": name,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shapelm.files import publish
 from shapelm.errors import DataError
 from shapelm.data.sources import is_url, stream_source
 from shapelm.data.tokens import MANIFEST, atomic_write_json, make_manifest
@@ -171,7 +172,7 @@ def copy_tokens(
             raise DataError(
                 f"{src}: {n_bytes + len(carry)} bytes is not a multiple of 4; not uint32 token data"
             )
-        os.replace(tmp, out / name)
+        publish(tmp, out / name)
         files.append({"path": name, "n_tokens": n_bytes // 4, "sha256": h.hexdigest(), "max_id": mx})
     manifest = make_manifest(files, vocab_size, eos_id, {"sources": list(srcs), **(extra or {})})
     atomic_write_json(out / MANIFEST, manifest)

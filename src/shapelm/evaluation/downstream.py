@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from shapelm import files
 from shapelm.evaluation.loading import EvalError, atomic_write_json
 from shapelm.evaluation.standins import is_standin
 from shapelm.evaluation.tasks import SPECS, expand_task_names, spec_for, write_tasks
@@ -92,16 +93,12 @@ def save_lm_eval_output(results: dict, out_dir: str | os.PathLike) -> list[Path]
     written = []
     body = {k: v for k, v in results.items() if k != "samples"}
     path = out / "results.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(body, indent=2, default=handle_non_serializable, ensure_ascii=False))
-    os.replace(tmp, path)
+    files.write_json(path, body, default=handle_non_serializable, ensure_ascii=False, newline=False)
     written.append(path)
     for task, samples in (results.get("samples") or {}).items():
         path = out / f"samples_{task}.jsonl"
-        tmp = path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w") as f:
+        with files.atomic_open(path) as f:
             f.writelines(json.dumps(sample, default=handle_non_serializable, ensure_ascii=False) + "\n" for sample in samples)
-        os.replace(tmp, path)
         written.append(path)
     return written
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from shapelm.data.tokens import new_file_mode
+from shapelm import files
 from shapelm.evaluation.loading import EvalError, TextTokenizer, load_model
 from shapelm.model.config import ModelConfig
 
@@ -212,10 +212,8 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, tokeniz
         hf.dtype = dtype
         hf.save_pretrained(str(out))
         kind = "stock"
-    tmp = out / "model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt", "producer": "shapelm export-hf"})
-    os.chmod(tmp, new_file_mode())  # safetensors writes 0600; an export is meant to be shared
-    os.replace(tmp, out / "model.safetensors")
+    with files.atomic_path(out / "model.safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt", "producer": "shapelm export-hf"})
     gen = {"do_sample": False, "eos_token_id": eos_id, "pad_token_id": eos_id}
     if arch == "ShapelmForCausalLM":
         gen["use_cache"] = False

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from shapelm import files
 from shapelm.errors import EvalError, ShapelmError
 from shapelm.model.io import CONFIG, WEIGHTS
 
@@ -173,9 +174,5 @@ def find_tokenizer_near(model_path: str | os.PathLike) -> str | None:
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    """An evaluation result (ppl.json, downstream.json, novelty.json): two-space indent."""
+    return files.write_json(path, obj)

@@ -22,6 +22,7 @@ import random
 import re
 from pathlib import Path
 
+from shapelm.files import atomic_open
 from shapelm.evaluation.loading import EvalError, TextTokenizer, atomic_write_json
 from shapelm.evaluation.tasks import write_tasks
 
@@ -133,11 +134,9 @@ def make_examples(docs: list[str], n_mc: int = 200, n_ce: int = 200, n_choices: 
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
+    with atomic_open(path) as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def make_tasks(sources: list[str], out_dir: str | os.PathLike, tokenizer=None, n_mc: int = 200,

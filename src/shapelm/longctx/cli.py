@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from shapelm import files
 from shapelm.errors import ConfigError
 
 
@@ -78,11 +79,7 @@ def load_model_for_eval(path, device: str = "auto", dtype: str = "auto", factor=
 
 
 def _write_json(path, obj) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, path)
+    files.write_json(path, obj, indent=1)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:

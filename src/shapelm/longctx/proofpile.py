@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from shapelm import files
 from shapelm.errors import ConfigError
 
 
@@ -88,7 +88,4 @@ def _read_partial(path: Path | None, identity: str) -> dict[str, list[float]]:
 def _write_partial(path: Path | None, identity: str, done: dict) -> None:
     if path is None:
         return
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"documents": identity, "nll": done}))
-    os.replace(tmp, path)
+    files.write_json(path, {"documents": identity, "nll": done}, indent=None, newline=False)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
+from shapelm import files
 from shapelm.errors import DataError
 from shapelm.longctx.ruler.tasks import TASK_NAMES
 
@@ -84,16 +84,12 @@ def write_longctx_report(results_jsons, out_dir_tables, out_dir_figures) -> dict
     paths = {"csv": tdir / f"{TABLE}.csv", "json": tdir / f"{TABLE}.json",
              "png": fdir / f"{TABLE}.png", "pdf": fdir / f"{TABLE}.pdf"}
     fields = ["run", "length", "proofpile_ppl"] + [f"ruler_{t}" for t in TASK_NAMES] + ["ruler_mean"]
-    tmp = paths["csv"].with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
+    with files.atomic_open(paths["csv"], newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if r[k] is None else (round(r[k], 4) if isinstance(r[k], float) else r[k])) for k in fields})
-    os.replace(tmp, paths["csv"])
-    tmp = paths["json"].with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"columns": fields, "rows": rows}, indent=1) + "\n")
-    os.replace(tmp, paths["json"])
+    files.write_json(paths["json"], {"columns": fields, "rows": rows}, indent=1)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
     all_lengths = sorted({r["length"] for r in rows})

@@ -10,7 +10,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from shapelm.data.tokens import new_file_mode
+from shapelm import files
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.transformer import Transformer, build_model
@@ -24,13 +24,9 @@ def save_pretrained(model: Transformer, out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = out / (WEIGHTS + ".tmp")
-    save_file(state, str(tmp), metadata={"format": "pt", "producer": "shapelm"})
-    os.chmod(tmp, new_file_mode())  # safetensors writes 0600; a shared model is read by the group
-    os.replace(tmp, out / WEIGHTS)
-    tmp_cfg = out / (CONFIG + ".tmp")
-    tmp_cfg.write_text(json.dumps(model.config.to_dict(), indent=2))
-    os.replace(tmp_cfg, out / CONFIG)
+    with files.atomic_path(out / WEIGHTS) as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt", "producer": "shapelm"})
+    files.write_json(out / CONFIG, model.config.to_dict(), newline=False)
     return out
 
 

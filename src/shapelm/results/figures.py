@@ -4,8 +4,6 @@ dashed lines, "paper"). A figure whose runs have not finished says so on the can
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from shapelm import reference as R  # noqa: E402
-from shapelm.data.tokens import new_file_mode  # noqa: E402
+from shapelm import files  # noqa: E402
 from shapelm.results import claims as C  # noqa: E402
 from shapelm.results import fmt as F  # noqa: E402
 from shapelm.results.context import Context  # noqa: E402
@@ -54,15 +52,8 @@ def _save(fig, figures_dir: Path, name: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         p = figures_dir / f"{name}.{ext}"
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.stem}.", suffix=f".tmp.{ext}", dir=figures_dir)
-        os.close(fd)
-        try:
+        with files.atomic_path(p, suffix=f".tmp.{ext}") as tmp:  # savefig picks the format by extension
             fig.savefig(tmp, dpi=150, bbox_inches="tight", metadata={"CreationDate": None} if ext == "pdf" else {})
-            os.chmod(tmp, new_file_mode())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         paths.append(p)
     plt.close(fig)
     return paths

@@ -6,7 +6,7 @@ import csv
 import io
 from pathlib import Path
 
-from shapelm.data.tokens import atomic_write_bytes
+from shapelm import files
 from shapelm.results import fmt as F
 from shapelm.results.tables import Table
 
@@ -22,8 +22,7 @@ LEGEND = ("Each cell: paper / ours (ours - paper). ✓ ours rounds to the printe
 
 def write_atomic(path: Path, text: str) -> None:
     # A unique temp name: table jobs run concurrently and each rewrites the shared claims table.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, text.encode("utf-8"))
+    files.write_text(path, text)
 
 
 def _num(x: float | None) -> str:

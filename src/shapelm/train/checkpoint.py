@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from shapelm.data.tokens import sha256_file
+from shapelm.files import fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +64,6 @@ SHARDED_FILES = ("trainer.pt", f"{DCP_DIR}/.metadata")
 
 def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
-
-
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on directories
-        pass
-    finally:
-        os.close(fd)
 
 
 class _HashingWriter:

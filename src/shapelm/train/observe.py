@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -14,6 +13,7 @@ from typing import Any
 
 import torch
 
+from shapelm.files import write_text
 from shapelm.train.tracking import open_tracker
 
 # Dense bf16 peak FLOP/s per device (no sparsity), by substring of torch.cuda.get_device_name.
@@ -108,9 +108,7 @@ class MetricsLog:
                     continue  # a line torn by a kill
                 if isinstance(rec, dict) and rec.get("step", 0) <= resume_step:
                     kept.append(line)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        os.replace(tmp, self.path)
+        write_text(self.path, "".join(line + "\n" for line in kept))
         self._f = open(self.path, "a")
         # the same records to TensorBoard / wandb when SHAPELM_TRACKING asks for one (off by default)
         self.tracker = open_tracker(self.path.parent)

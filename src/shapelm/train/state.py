@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from shapelm import files
 from shapelm.config import TrainRecipe, write_json_atomic
 from shapelm.errors import ConfigError, ShapelmError
 from shapelm.model.config import ModelConfig
@@ -219,12 +219,11 @@ def write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env
         write_json_atomic(tmp / "train_state.json", info)
         make_group_readable(tmp)
         for p in tmp.iterdir():
-            ckpt.fsync_path(p)
-        ckpt.fsync_path(tmp)
+            files.fsync_path(p)
+        files.fsync_path(tmp)
         if final.exists():
             shutil.rmtree(final)
-        os.replace(tmp, final)
-        ckpt.fsync_path(out_dir)
+        files.rename(tmp, final)
     barrier(env)
     return final
 

@@ -11,7 +11,7 @@ import errno
 import os
 from pathlib import Path
 
-from shapelm.data.tokens import new_file_mode
+from shapelm.files import new_file_mode
 from shapelm.errors import ShapelmError
 
 

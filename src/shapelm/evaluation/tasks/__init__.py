@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from shapelm import files
 from shapelm.errors import EvalError
 
 HERE = Path(__file__).parent
@@ -272,8 +273,6 @@ def write_tasks(out_dir: str | os.PathLike, tasks: list[str], task_data: dict[st
         spec = spec_for(name)
         if name in SPECS:
             text = render_task(spec, task_data.get(name))
-            tmp = out / f".{spec.lm_eval_name}.yaml.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, out / f"{spec.lm_eval_name}.yaml")
+            files.write_text(out / f"{spec.lm_eval_name}.yaml", text)
         written.append(spec.lm_eval_name)
     return written

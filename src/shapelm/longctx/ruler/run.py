@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
+from shapelm import files
 from shapelm.errors import ConfigError, DataError
 from shapelm.longctx.ruler.qa import read_hotpotqa, read_squad, text_qa
 from shapelm.longctx.ruler.scoring import postprocess_pred, ruler_mean, score_task
@@ -82,11 +82,8 @@ def load_resources(
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with files.atomic_open(path) as f:
         f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    os.replace(tmp, path)
 
 
 def read_jsonl(path: Path) -> list[dict]:
