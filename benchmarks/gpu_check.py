@@ -1,294 +1,596 @@
-"""One GPU, one command, under 10 minutes: what the paper-scale runs will get from a GPU.
+"""One GPU, one command, under 5 minutes: what the paper-scale runs will get from a GPU.
 
-    bash benchmarks/gpu_check.sh                  # on one H100/H200 (writes benchmarks/results/)
-    .venv/bin/python benchmarks/gpu_check.py --cpu-smoke   # the same code path, tiny, on CPU
+    bash benchmarks/gpu_check.sh                     # on one H100/H200 (writes benchmarks/results/)
+    bash benchmarks/gpu_check.sh --cpu-smoke --out F # every row, tiny, on CPU: checks the script
 
-Measures, through the trainer's own build (shapelm.train.parallel.build_parallel: meta build,
-per-shard seeded init, activation checkpointing, compiled blocks, torchao float8):
+Sections, in order of importance (each row in its own try; the JSON is rewritten atomically
+after every row, so a kill leaves every finished row):
 
-* training tokens/s, MFU and peak memory of the 906M conventional and hourglass shapes and of
-  an 8B-shaped slice (the first 4 layers of each 8B shape, full vocabulary): the paper setting
-  of each scale first (configs/paper.yaml: compiled, FP8, its activation checkpointing; rows
-  marked paper_settings, which `shapelm plan` reads), then eager vs compiled, bf16 vs FP8 and
-  each activation-checkpointing mode, and the largest micro-batch that fits;
-* checkpoint save / load seconds of the 906M conventional model and AdamW state (the
-  trainer's fsynced torch.save);
-* decode latency for Table 12 (906M pair, MHA/GQA/MLA, 32k/64k/128k; shapelm.decode.bench).
+1. slice_8b: the first 4 layers of hg8b_conv with the full vocabulary, built once on the GPU,
+   compiled, selective recompute, several micro-batches per optimizer step: bf16 vs FP8
+   (torchao, switched in place) at micro-batch 1, 2 and 4, and one optimizer step per
+   micro-batch. Beside the whole-slice MFU, a block-only MFU: the block FLOPs over the step time
+   less the separately timed output layer and loss (the slice spends ~27% of its FLOPs there,
+   the real 8B ~5%), which is what `shapelm plan` uses for the 8B scale.
+2. pair_906m: hg906m_conv vs hg906m_hg at equal settings (the paper's: compiled, selective,
+   micro-batch 4), bf16 and FP8, and the hourglass/conventional MFU ratio.
+3. checkpoint: the trainer's sharded save (torch.distributed.checkpoint, as 3B/8B use it) of the
+   906M conventional model and AdamW state, with its file hashing, and the load.
+4. decode: Table 12 (906M pair, batch 1) at 32k/64k/128k, one row per mixer (MHA, GQA, MLA).
+5. mixers: tokens/s of Titans and Hope (and gated attention) against softmax attention at equal
+   width (benchmarks/mixer_throughput.py's models), eager, bf16.
 
-Every part runs against one time budget (`--budget-s`, default 540 s) in that order of
-importance; what does not fit is recorded as skipped. The JSON (GPU name, versions, every row)
-goes to benchmarks/results/gpu_check-<gpu>.json and a table is printed. `--cpu-smoke` runs
-every part on tiny shapes (compile with the eager backend; FP8 is refused off CUDA and says
-so) and writes nothing under benchmarks/results unless --out says so.
+A pre-flight lists the optional packages that are missing and which rows each one costs. No
+config schema validation on this path (the device image has no jsonschema): the shapes are read
+from configs/paper.yaml with `resolve_run`. Every row has `status` ok / skipped (with `reason`) /
+error (with `error`: the exception's type and message); `--budget-s` (default 260) bounds the
+whole run, and a row still running when it ends is stopped (an error row). `--cpu-smoke` runs
+every row at tiny size on the CPU (eager, micro-batch 1; FP8 rows skipped) and writes
+the same JSON schema; it measures nothing about a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
-import json
+import importlib
 import re
+import signal
 import sys
 import tempfile
 import time
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from shapelm.accounting import flops_per_token
-from shapelm.config import TrainRecipe, load_experiment, run_model_config, run_recipe
-from shapelm.errors import ShapelmError
-from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
-from shapelm.train.distributed import DistEnv
-from shapelm.train.observe import peak_flops_for
-
 ROOT = Path(__file__).resolve().parents[1]
-SHAPES = (("hg906m_conv", None), ("hg906m_hg", None), ("hg8b_conv", 4), ("hg8b_hg", 4))
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from shapelm.accounting import flops_per_token, output_layer_forward_flops  # noqa: E402
+from shapelm.config import TrainRecipe, resolve_run, run_model_config, run_recipe  # noqa: E402
+from shapelm.config import write_json_atomic  # noqa: E402
+from shapelm.model.config import AttentionShape, LayerShape, ModelConfig  # noqa: E402
+
+#: Bumped when rows change meaning; `shapelm plan` (shapelm.workflow) reads this version.
+SCHEMA = 2
+SECTIONS = ("slice_8b", "pair_906m", "checkpoint", "decode", "mixers")
+#: Share of the budget by which each section should have ended (a section's unused time passes on).
+SECTION_END = {"slice_8b": 0.42, "pair_906m": 0.68, "checkpoint": 0.78, "decode": 0.9, "mixers": 1.0}
+SLICE = ("hg8b_conv", 4)
+PAIR = ("hg906m_conv", "hg906m_hg")
 SEQ_LEN = 4096
 LOSS_CHUNK = 4096
+#: Optional packages: the module imported, and what its absence costs.
+OPTIONAL = {
+    "torchao": ("torchao.float8", "FP8 rows (slice_8b fp8 *, pair_906m fp8 *) are skipped"),
+    "triton": ("triton", "compiled rows on CUDA fail (Inductor generates Triton kernels)"),
+    "jsonschema": ("jsonschema", "nothing: the shapes are read without schema validation"),
+}
 
 
-class Budget:
-    def __init__(self, seconds: float) -> None:
-        self.end = time.perf_counter() + seconds
+class RowTimeout(Exception):
+    """The run's time budget ended while this row was running."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Raise RowTimeout in the main thread after `seconds` (the Python-level watchdog; the
+    shell wrapper's `timeout` is the last resort)."""
+    def expire(signum, frame):
+        raise RowTimeout(f"stopped after {seconds:.0f} s: the run's time budget ended")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def preflight(device: torch.device) -> dict:
+    """What is installed, what is missing and which rows each missing package costs."""
+    packages = {}
+    for name, (module, cost) in OPTIONAL.items():
+        try:
+            mod = importlib.import_module(module)
+            top = sys.modules.get(name, mod)
+            packages[name] = {"available": True, "version": getattr(top, "__version__", "?")}
+        except Exception as err:  # an ImportError, or a broken install raising anything
+            packages[name] = {"available": False, "error": f"{type(err).__name__}: {err}"[:300],
+                              "costs": cost}
+    out = {"device": device.type, "packages": packages}
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        out["capability"] = f"{major}.{minor}"
+    out["fp8"] = fp8_refusal(device, packages)
+    return out
+
+
+def fp8_refusal(device: torch.device, packages: dict) -> str | None:
+    """Why FP8 rows cannot run here (None: they can)."""
+    if device.type != "cuda":
+        return "FP8 training needs a CUDA GPU of compute capability >= 8.9; this run is on the CPU"
+    if torch.cuda.get_device_capability(device) < (8, 9):
+        return f"{torch.cuda.get_device_name(device)} has no float8 tensor cores (needs SM89+)"
+    if not packages["torchao"]["available"]:
+        return f"torchao is not importable ({packages['torchao']['error']}); see benchmarks/README.md"
+    return None
+
+
+@dataclass
+class Run:
+    """The run's settings, budget and JSON; `row` runs one measurement in its own try."""
+
+    device: torch.device
+    smoke: bool
+    budget_s: float
+    out: Path | None
+    data: dict
+    only: tuple[str, ...] = SECTIONS
+    start: float = field(default_factory=time.perf_counter)
+    section_end: float = 0.0
 
     def left(self) -> float:
-        return self.end - time.perf_counter()
+        return self.budget_s - (time.perf_counter() - self.start)
+
+    def begin_section(self, name: str) -> None:
+        self.section_end = self.budget_s * SECTION_END[name]
+        print(f"== {name} ({self.left():.0f} s of the budget left)", flush=True)
+
+    def write(self) -> None:
+        if self.out is not None:
+            write_json_atomic(self.out, self.data)
+
+    def row(self, section: str, name: str, fn, skip: str | None = None, **fields) -> dict:
+        row = {"section": section, "name": name, **fields}
+        elapsed = time.perf_counter() - self.start
+        if skip is None and section not in self.only:
+            skip = f"not in --only {','.join(self.only)}"
+        if skip is None and self.left() < (1 if self.smoke else 8):
+            skip = f"time budget: {self.left():.0f} s of {self.budget_s:.0f} s left"
+        elif skip is None and elapsed > self.section_end:
+            skip = f"section time spent ({elapsed:.0f} s > {self.section_end:.0f} s): later sections first"
+        if skip is not None:
+            row.update(status="skipped", reason=skip)
+        else:
+            t0 = time.perf_counter()
+            try:
+                with deadline(self.left()):
+                    row.update(fn() or {})
+                row["status"] = "ok"
+            except Exception as err:
+                row.update(status="error", error=f"{type(err).__name__}: {err}"[:2000],
+                           traceback=traceback.format_exc(limit=-4)[-3000:])
+            finally:
+                row["seconds"] = round(time.perf_counter() - t0, 2)
+                free(self.device)
+        self.data["rows"].append(row)
+        self.write()
+        print(format_row(row), flush=True)
+        return row
 
 
-def shape_config(run: dict, layers: int | None, smoke: bool) -> ModelConfig:
-    cfg = run_model_config(run)
-    if layers:
-        cfg.layers = cfg.layers[:layers]
-    if smoke:  # same kinds of layers, tiny widths
-        scale = 64 / cfg.d_model
-        shrink = [_shrink_layer(layer, scale) for layer in cfg.layers[:2]]
-        cfg = ModelConfig(vocab_size=512, d_model=64, layers=shrink, max_seq_len=128)
-    return cfg
+def free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
-def _shrink_layer(layer, scale: float):
-    from shapelm.model.config import AttentionShape, LayerShape
-
-    attn = layer.attention and AttentionShape(n_heads=2, n_kv_heads=2, head_dim=16)
-    return LayerShape(attn, tuple(max(16, 16 * round(w * scale / 16)) for w in layer.ffn_widths))
-
-
-def train_row(cfg, scale: str, name: str, *, compile_: bool, fp8: bool, recompute: str,
-              micro_batch: int, seq_len: int, device: torch.device, steps: int, smoke: bool) -> dict:
-    """tokens/s, MFU and peak memory of `steps` timed updates after 2 warm-up ones."""
-    from shapelm.train.parallel import autocast_dtype, build_parallel, make_optimizer
-
-    row = {"run": name, "scale": scale, "layers": cfg.n_layers, "compile": compile_, "fp8": fp8,
-           "activation_checkpointing": recompute, "micro_batch": micro_batch, "seq_len": seq_len}
-    recipe = TrainRecipe.from_dict({
-        "batch_tokens": micro_batch * seq_len, "seq_len": seq_len, "total_tokens": 2 * micro_batch * seq_len,
-        "micro_batch_size": micro_batch, "compile": compile_ and not smoke, "fp8": fp8,
-        "activation_checkpointing": recompute, "loss_chunk_tokens": LOSS_CHUNK, "precision": "auto"})
-    env = DistEnv(device=device)
-    model = optimizer = None
-    try:
-        # each row's model compiles afresh: the recompile limit counts one model's shapes, and
-        # rows of other shapes and recompute modes in this process must not use it up
-        torch._dynamo.reset()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        amp = autocast_dtype(recipe, device)
-        model, _ = build_parallel(cfg, recipe, env, None, amp)
-        if compile_ and smoke:  # the grouping code path, without a C++ toolchain's minutes
-            from shapelm.model.compile import compile_blocks
-
-            compile_blocks(model, backend="eager")
-        optimizer = make_optimizer(model, recipe, env, fsdp=False)
-        x = torch.randint(0, cfg.vocab_size, (micro_batch, seq_len), device=device)
-        labels = x.roll(-1, 1)
-
-        def step():
-            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                out = model(x, labels, z_loss_multiplier=1e-5, return_logits=False,
-                            loss_chunk_tokens=LOSS_CHUNK)
-            out.loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        t0 = time.perf_counter()
-        for _ in range(2):
-            step()
-        _sync(device)
-        row["warmup_s"] = round(time.perf_counter() - t0, 2)
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        _sync(device)
-        seconds = time.perf_counter() - t0
-        tps = steps * micro_batch * seq_len / seconds
-        peak = peak_flops_for(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-        row.update(tokens_per_s=round(tps, 1), step_s=round(seconds / steps, 4),
-                   mfu=round(flops_per_token(cfg, seq_len).train * tps / peak, 4) if peak else None,
-                   peak_mem_gib=round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
-                   if device.type == "cuda" else None)
-    except torch.cuda.OutOfMemoryError:
-        row["error"] = "out of memory"
-    except ShapelmError as err:  # e.g. FP8 refused off CUDA / below SM89
-        row["error"] = str(err)
-    finally:
-        model = optimizer = None
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    return row
-
-
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def checkpoint_seconds(cfg, device: torch.device, out_dir: Path) -> dict:
-    """Save and load of the full model + AdamW state with the trainer's fsynced torch.save."""
+def format_row(row: dict) -> str:
+    def num(key, fmt):
+        return format(row[key], fmt) if isinstance(row.get(key), (int, float)) else "-"
+
+    note = row.get("reason") or row.get("error") or ""
+    return (f"{row['section']:<10} {row['name']:<24} {row['status']:<7} {num('tokens_per_s', '.0f'):>10} "
+            f"{num('mfu', '.3f'):>6} {num('mfu_blocks', '.3f'):>6} {num('peak_mem_gib', '.1f'):>6} "
+            f"{row.get('seconds', 0):>6}  {note[:70]}")
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def read_shapes(smoke: bool) -> dict[str, tuple[dict, ModelConfig]]:
+    """{label: (run, model config)} of the 8B slice and the 906M pair, from configs/paper.yaml
+    without schema validation (resolve_run builds and checks each model config itself)."""
+    import yaml
+
+    path = ROOT / "configs" / "paper.yaml"
+    data = yaml.safe_load(path.read_text())
+    out = {}
+    name, layers = SLICE
+    run = resolve_run(data, name, str(path))
+    cfg = run_model_config(run)
+    cfg.layers = cfg.layers[:layers]
+    out[f"{name}[:{layers}]"] = (run, cfg)
+    for name in PAIR:
+        run = resolve_run(data, name, str(path))
+        out[name] = (run, run_model_config(run))
+    if smoke:  # the same kinds of layers at tiny widths
+        out = {label: (run, tiny(cfg)) for label, (run, cfg) in out.items()}
+    return out
+
+
+def tiny(cfg: ModelConfig) -> ModelConfig:
+    scale = 64 / cfg.d_model
+    layers = [LayerShape(layer.attention and AttentionShape(n_heads=2, n_kv_heads=2, head_dim=16),
+                         tuple(max(16, 16 * round(w * scale / 16)) for w in layer.ffn_widths))
+              for layer in cfg.layers[:2]]
+    return ModelConfig(vocab_size=512, d_model=64, layers=layers, max_seq_len=128)
+
+
+# ----------------------------------------------------------------------------- training rows
+
+
+class Trainer:
+    """One shape built once on the device (each rank's seeded init on its device, as training
+    does), compiled; precision (bf16 / FP8) and recompute switched in place."""
+
+    def __init__(self, cfg: ModelConfig, device: torch.device, smoke: bool, recompute: str):
+        from shapelm.train.distributed import DistEnv
+        from shapelm.train.parallel import autocast_dtype, build_parallel, make_optimizer
+
+        self.cfg, self.device, self.smoke = cfg, device, smoke
+        recipe = TrainRecipe.from_dict({
+            "batch_tokens": SEQ_LEN, "seq_len": SEQ_LEN, "total_tokens": 2 * SEQ_LEN, "compile": not smoke,
+            "fp8": False, "activation_checkpointing": recompute, "loss_chunk_tokens": LOSS_CHUNK,
+            "precision": "auto"})
+        env = DistEnv(device=device)
+        self.amp = autocast_dtype(recipe, device)
+        self.model, _ = build_parallel(self.cfg, recipe, env, None, self.amp)
+        self.new_optimizer = lambda: make_optimizer(self.model, recipe, env, fsdp=False)
+        self.optimizer = self.new_optimizer()
+        self.recompute = recompute
+        self.bf16_linears = {n: m for n, m in self.model.named_modules() if type(m) is torch.nn.Linear}
+        self.fp8 = False
+
+    def set_fp8(self, on: bool) -> None:
+        """Swap the blocks' Linear layers for torchao's Float8Linear or back; compiled blocks
+        recompile on the next call. A new optimizer: torchao wraps the weights in new Parameters
+        (its float8 all-gather tensor), which the old one would not update."""
+        from shapelm.train.parallel import convert_to_fp8
+
+        if on == self.fp8:
+            return
+        if on:
+            convert_to_fp8(self.model, self.device)
+        else:
+            for name, module in self.bf16_linears.items():
+                parent, _, child = name.rpartition(".")
+                setattr(self.model.get_submodule(parent), child, module)
+        torch._dynamo.reset()  # a fresh compile for the new module types (the recompile limit counts)
+        self.optimizer = self.new_optimizer()
+        self.fp8 = on
+
+    def measure(self, micro_batch: int, accum: int, steps: int, seq: int) -> dict:
+        """tokens/s over `steps` optimizer steps of `accum` micro-batches, after one warm-up step."""
+        from shapelm.train.observe import peak_flops_for
+
+        model, opt, device = self.model, self.optimizer, self.device
+        x = torch.randint(0, self.cfg.vocab_size, (micro_batch, seq), device=device)
+        labels = x.roll(-1, 1)
+
+        def update():
+            for _ in range(accum):
+                with torch.autocast(device.type, dtype=self.amp, enabled=self.amp is not None):
+                    out = model(x, labels, z_loss_multiplier=1e-5, return_logits=False,
+                                loss_chunk_tokens=LOSS_CHUNK)
+                (out.loss / accum).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        t0 = time.perf_counter()
+        update()
+        sync(device)
+        warmup = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            update()
+        sync(device)
+        seconds = time.perf_counter() - t0
+        micro_s = seconds / (steps * accum)
+        head_s = self.output_layer_seconds(micro_batch, seq)
+        tokens = micro_batch * seq
+        flops = flops_per_token(self.cfg, seq).train
+        head_flops = 3 * output_layer_forward_flops(self.cfg)
+        peak = peak_flops_for(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+        block_s = max(micro_s - head_s, 1e-9)
+        return {
+            "warmup_s": round(warmup, 2), "step_s": round(seconds / steps, 4),
+            "tokens_per_s": round(tokens / micro_s, 1),
+            "output_layer_s": round(head_s, 5), "output_layer_flop_share": round(head_flops / flops, 4),
+            "train_flops_per_token": flops,
+            "mfu": round(flops * tokens / micro_s / peak, 4) if peak else None,
+            "mfu_blocks": round((flops - head_flops) * tokens / block_s / peak, 4) if peak else None,
+            "peak_mem_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+            if device.type == "cuda" else None,
+        }
+
+    def output_layer_seconds(self, micro_batch: int, seq: int, iters: int = 3) -> float:
+        """Forward + backward of the final hidden states through the LM head and the chunked
+        loss alone (the trainer's own loss code), per micro-batch."""
+        from shapelm.model.transformer import _chunked_loss_sums
+
+        weight, device = self.model.lm_head.weight, self.device
+        dtype = self.amp or torch.float32
+        h = torch.randn(micro_batch * seq, self.cfg.d_model, device=device, dtype=dtype, requires_grad=True)
+        labels = torch.randint(0, self.cfg.vocab_size, (micro_batch * seq,), device=device)
+
+        def once():
+            with torch.autocast(device.type, dtype=self.amp, enabled=self.amp is not None):
+                ce, z, count = _chunked_loss_sums(h, weight, labels, LOSS_CHUNK)
+            ((ce + 1e-5 * z) / count).backward()
+
+        once()
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            once()
+        sync(device)
+        weight.grad = None
+        return (time.perf_counter() - t0) / iters
+
+
+def paper_settings(run: dict) -> dict:
+    recipe = run_recipe(run)
+    return {"fp8": recipe.fp8, "activation_checkpointing": recipe.activation_checkpointing,
+            "micro_batch": recipe.micro_batch_size}
+
+
+def training_rows(ctx: Run, section: str, label: str, run: dict, cfg: ModelConfig, variants, *,
+                  slice_: bool, fp8_refusal: str | None, keep: dict | None = None) -> list[dict]:
+    """Build `label` once, then one row per (precision, micro_batch, accum) variant."""
+    smoke, device = ctx.smoke, ctx.device
+    paper = paper_settings(run)
+    holder: dict = {}
+    seq = 64 if smoke else SEQ_LEN
+    steps = 1 if smoke else 2
+
+    def build():
+        t0 = time.perf_counter()
+        holder["trainer"] = Trainer(cfg, device, smoke, paper["activation_checkpointing"])
+        sync(device)
+        return {"build_s": round(time.perf_counter() - t0, 2),
+                "params": sum(p.numel() for p in holder["trainer"].model.parameters()),
+                "on_device": str(next(holder["trainer"].model.parameters()).device)}
+
+    common = {"run": run["name"], "scale": run["scale"], "shape": label, "slice": slice_,
+              "layers": cfg.n_layers, "compile": not smoke, "seq_len": seq}
+    built = ctx.row(section, f"{label} build", build, **common)
+    rows = []
+    for precision, micro_batch, accum in variants:
+        fp8 = precision == "fp8"
+        mb, acc = (1, min(accum, 2)) if smoke else (micro_batch, accum)
+        skip = (fp8_refusal if fp8 else None) or (None if built["status"] == "ok" else "the build failed")
+        settings = {"fp8": fp8, "activation_checkpointing": paper["activation_checkpointing"],
+                    "micro_batch": mb, "accum": acc}
+        exact = (accum > 1 and micro_batch == paper["micro_batch"]
+                 and paper["activation_checkpointing"] == settings["activation_checkpointing"])
+
+        def measure(fp8=fp8, mb=mb, accum=acc):
+            trainer = holder["trainer"]
+            trainer.set_fp8(fp8)
+            result = trainer.measure(mb, accum, steps, seq)
+            result["plan_mfu"] = result["mfu_blocks"] if slice_ else result["mfu"]
+            return result
+
+        rows.append(ctx.row(section, f"{label} {precision} mb{micro_batch} x{accum}", measure, skip=skip,
+                            **common, **settings, paper_settings=exact and fp8 == paper["fp8"],
+                            paper_settings_but_bf16=exact and paper["fp8"] and not fp8))
+    if keep is not None and "trainer" in holder:
+        keep[label] = holder["trainer"]
+    holder.clear()
+    return rows
+
+
+# ----------------------------------------------------------------------------- other sections
+
+
+def checkpoint_row(ctx: Run, trainer_of) -> dict:
+    """The trainer's sharded save (shapelm.train.checkpoint.save_sharded: dcp.save, then the
+    sha256 of every file written) and load of the model + AdamW state."""
     from shapelm.train import checkpoint as ckpt
-    from shapelm.train.parallel import build_parallel, make_optimizer
 
-    recipe = TrainRecipe.from_dict({"batch_tokens": SEQ_LEN, "seq_len": SEQ_LEN, "total_tokens": 2 * SEQ_LEN})
-    env = DistEnv(device=device)
-    model, _ = build_parallel(cfg, recipe, env, None, None)
-    optimizer = make_optimizer(model, recipe, env, fsdp=False)
-    for p in model.parameters():  # AdamW state exists after a first step
-        p.grad = torch.zeros_like(p)
-    optimizer.step()
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-    path = out_dir / "state.pt"
-    t0 = time.perf_counter()
-    cpu = {"model": {k: v.detach().cpu() for k, v in state["model"].items()},
-           "optimizer": state["optimizer"]}
-    ckpt.save_torch(cpu, path)
-    saved = time.perf_counter() - t0
-    size = path.stat().st_size
-    t0 = time.perf_counter()
-    loaded = ckpt.load_torch(path)
-    model.load_state_dict(loaded["model"])
-    _sync(device)
-    load = time.perf_counter() - t0
-    del model, optimizer, state, cpu, loaded
-    gc.collect()
-    return {"save_s": round(saved, 2), "load_s": round(load, 2), "bytes": size,
-            "method": "gathered torch.save (fsynced) + load_state_dict"}
+    def run():
+        trainer = trainer_of()
+        model, opt = trainer.model, trainer.optimizer
+        if not opt.state:  # AdamW's moments exist after a first step
+            for p in model.parameters():
+                p.grad = torch.zeros_like(p)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        with tempfile.TemporaryDirectory(prefix="gpu-check-ckpt-") as tmp:
+            sync(ctx.device)
+            t0 = time.perf_counter()
+            written = ckpt.save_sharded(model, opt, Path(tmp), rank=0)
+            saved = time.perf_counter() - t0
+            hashes = written()
+            hashed = time.perf_counter() - t0 - saved
+            size = sum(p.stat().st_size for p in (Path(tmp) / ckpt.DCP_DIR).iterdir())
+            t0 = time.perf_counter()
+            ckpt.load_sharded(Path(tmp), model, opt)
+            sync(ctx.device)
+            loaded = time.perf_counter() - t0
+        return {"save_s": round(saved, 2), "hash_s": round(hashed, 2), "load_s": round(loaded, 2),
+                "bytes": size, "files": len(hashes), "write_gb_per_s": round(size / saved / 1e9, 3),
+                "method": "train.checkpoint.save_sharded (torch.distributed.checkpoint), one process"}
+
+    return ctx.row("checkpoint", "906M conv dcp save+load", run, run="hg906m_conv")
 
 
-def decode_table12(smoke: bool) -> dict:
+def decode_rows(ctx: Run) -> None:
     from shapelm.decode.bench import BenchSettings, run_benchmark
     from shapelm.decode.specs import PAIRS, resolve_spec
 
-    pair = "cpu" if smoke else "906m"
-    lengths = [256, 512] if smoke else [32768, 65536, 131072]
-    settings = BenchSettings(warmup=2 if smoke else 5, iters=3 if smoke else 20)
-    arms = [resolve_spec(name) for name in PAIRS[pair]]
-    return run_benchmark(arms, ["mha", "gqa", "mla"], lengths, settings)
+    pair = "cpu" if ctx.smoke else "906m"
+    lengths = [64, 128] if ctx.smoke else [32768, 65536, 131072]
+    settings = BenchSettings(warmup=1 if ctx.smoke else 3, iters=1 if ctx.smoke else 10)
+    for mixer in ("mha", "gqa", "mla"):
+        def run(mixer=mixer):
+            arms = [resolve_spec(name) for name in PAIRS[pair]]
+            result = run_benchmark(arms, [mixer], lengths, settings)
+            return {"comparisons": result["comparisons"], "arms": result["rows"]}
+
+        ctx.row("decode", f"table12 {mixer}", run, pair=pair, mixer=mixer, lengths=lengths)
 
 
-def plan_variants(paper: dict) -> list[tuple[str, dict]]:
-    """(group, settings) in order of importance; paper = the scale's own settings."""
-    out = [("paper", paper), ("eager", {**paper, "compile": False, "fp8": False}),
-           ("bf16", {**paper, "fp8": False})]
-    for mode in RECOMPUTE_MODES:  # against the "bf16" row: compiled, bf16
-        if mode != paper["recompute"]:
-            out.append(("recompute", {**paper, "fp8": False, "recompute": mode}))
-    return out
+def mixer_rows(ctx: Run) -> None:
+    """Tokens/s (forward + backward) of every token mixer at equal width, attention first."""
+    from mixer_throughput import BENCH_MIXERS, build, train_flops
+
+    smoke, device = ctx.smoke, ctx.device
+    size = SimpleNamespace(d_model=64, heads=2, layers=1, batch=1, seq=64) if smoke else \
+        SimpleNamespace(d_model=1536, heads=12, layers=2, batch=2, seq=2048)
+    amp = torch.bfloat16 if device.type == "cuda" else None
+    base: dict = {}
+    for mixer in BENCH_MIXERS:
+        def run(mixer=mixer):
+            model = build(mixer, size.d_model, size.heads, size.layers, device, size.seq)
+            ids = torch.randint(0, 256, (size.batch, size.seq), device=device)
+
+            def step():
+                with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                    loss = model(ids, labels=ids).loss
+                loss.backward()
+                model.zero_grad(set_to_none=True)
+
+            step()
+            sync(device)
+            iters = 1 if smoke else 3
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                step()
+            sync(device)
+            tps = iters * size.batch * size.seq / (time.perf_counter() - t0)
+            flops = train_flops(model, size.seq)
+            if mixer == "attention":
+                base.update(tps=tps, flops=flops)
+            out = {"tokens_per_s": round(tps, 1), "train_flops_per_token": flops}
+            if base:
+                out["ratio_to_attention"] = round(tps / base["tps"], 4)
+                out["flop_rate_ratio_to_attention"] = round(tps * flops / (base["tps"] * base["flops"]), 4)
+            return out
+
+        ctx.row("mixers", mixer, run, mixer=mixer, **vars(size), compile=False)
+
+
+# ----------------------------------------------------------------------------- main
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on CPU: checks the script")
-    ap.add_argument("--budget-s", type=float, default=540)
-    ap.add_argument("--steps", type=int, default=None, help="timed updates per row (default 5; smoke 1)")
+    ap.add_argument("--cpu-smoke", action="store_true", help="every row at tiny size on the CPU")
+    ap.add_argument("--budget-s", type=float, default=None, help="whole-run budget (default 260; smoke 170)")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {','.join(SECTIONS)}")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/gpu_check-<gpu>.json)")
     args = ap.parse_args(argv)
+    only = tuple(s for s in args.only.split(",") if s)
+    unknown = sorted(set(only) - set(SECTIONS))
+    if unknown:
+        ap.error(f"--only: unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
     smoke = args.cpu_smoke or not torch.cuda.is_available()
     if smoke and not args.cpu_smoke:
         print("no CUDA device: running the CPU smoke mode (measures nothing about a GPU)")
+    if smoke:
+        torch.set_num_threads(min(2, torch.get_num_threads()))
     device = torch.device("cpu" if smoke else "cuda")
     gpu = "cpu-smoke" if smoke else torch.cuda.get_device_name(device)
-    steps = args.steps or (1 if smoke else 5)
-    seq = 64 if smoke else SEQ_LEN
-    budget = Budget(args.budget_s)
-    exp = load_experiment(ROOT / "configs" / "paper.yaml")
-    result = {"gpu": gpu, "smoke": smoke, "torch": torch.__version__, "cuda": torch.version.cuda,
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              "seq_len": seq, "training": [], "max_micro_batch": {}, "skipped": []}
-    shapes = []
-    for name, layers in SHAPES:
-        run = exp.run(name)
-        recipe = run_recipe(run)
-        paper = {"compile": True, "fp8": recipe.fp8, "recompute": recipe.activation_checkpointing,
-                 "micro_batch": 1 if smoke else recipe.micro_batch_size}
-        label = f"{name}[:{layers}]" if layers else name
-        shapes.append((label, run["scale"], shape_config(run, layers, smoke), paper))
-
-    def train(label, scale, cfg, settings, group):
-        if budget.left() < (5 if smoke else 45):
-            result["skipped"].append(f"{label} {group} {settings}")
-            return None
-        row = train_row(cfg, scale, label, compile_=settings["compile"], fp8=settings["fp8"],
-                        recompute=settings["recompute"], micro_batch=settings["micro_batch"],
-                        seq_len=seq, device=device, steps=steps, smoke=smoke)
-        row["group"], row["paper_settings"] = group, group == "paper"
-        result["training"].append(row)
-        print(_format_row(row), flush=True)
-        return row
-
-    print(f"{'run':<16} {'group':<9} {'compile':>7} {'fp8':>5} {'recompute':>9} {'mb':>3} "
-          f"{'tokens/s':>10} {'MFU':>6} {'peak GiB':>8}  note")
-    for label, scale, cfg, paper in shapes:  # 1. the settings the paper runs will use
-        train(label, scale, cfg, paper, "paper")
-    with tempfile.TemporaryDirectory() as tmp:  # 2. checkpoint I/O
-        if budget.left() > 30:
-            result["checkpoint"] = {"run": "hg906m_conv", **checkpoint_seconds(shapes[0][2], device, Path(tmp))}
-            print(f"checkpoint 906M conv: save {result['checkpoint']['save_s']} s, load "
-                  f"{result['checkpoint']['load_s']} s, {result['checkpoint']['bytes'] / 1e9:.2f} GB", flush=True)
-    if budget.left() > (5 if smoke else 150):  # 3. Table 12 decode latency
-        from shapelm.decode.bench import format_table
-
-        result["decode"] = decode_table12(smoke)
-        print(format_table(result["decode"]), flush=True)
-    else:
-        result["skipped"].append("decode table 12")
-    for label, scale, cfg, paper in shapes:  # 4. eager vs compiled, bf16 vs FP8, recompute modes
-        for group, settings in plan_variants(paper)[1:]:
-            train(label, scale, cfg, settings, group)
-    for label, scale, cfg, paper in shapes:  # 5. the largest micro-batch that fits (eager bf16)
-        fits, mb = None, paper["micro_batch"]
-        while mb <= (2 if smoke else 16):
-            row = train(label, scale, cfg, {**paper, "compile": False, "fp8": False, "micro_batch": mb},
-                        "max_mb")
-            if row is None or "error" in row:
-                break
-            fits, mb = mb, mb * 2
-        result["max_micro_batch"][label] = fits
     out = Path(args.out) if args.out else None
     if out is None and not smoke:
         slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower()
-        out = ROOT / "benchmarks" / "results" / f"gpu_check-{slug}.json"
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-        print(f"wrote {out}")
-    print(f"largest micro-batch (eager bf16, the scale's recompute): {result['max_micro_batch']}")
-    if result["skipped"]:
-        print(f"skipped for time: {len(result['skipped'])} item(s)")
+        part = "" if only == SECTIONS else "-" + "-".join(only)  # a rerun of some sections keeps the first file
+        out = ROOT / "benchmarks" / "results" / f"gpu_check-{slug}{part}.json"
+    pre = preflight(device)
+    data = {"schema": SCHEMA, "gpu": gpu, "smoke": smoke, "torch": torch.__version__,
+            "cuda": torch.version.cuda, "python": sys.version.split()[0],
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "budget_s": args.budget_s or (170 if smoke else 260), "sections": list(only),
+            "preflight": pre, "rows": [], "finished": False}
+    ctx = Run(device=device, smoke=smoke, budget_s=data["budget_s"], out=out, data=data, only=only)
+    print(f"{gpu}: torch {torch.__version__} cuda {torch.version.cuda}; budget {ctx.budget_s:.0f} s")
+    for name, info in pre["packages"].items():
+        print(f"  {name}: " + (info["version"] if info["available"] else f"MISSING: {info['costs']}"))
+    if pre["fp8"]:
+        print(f"  FP8 rows skipped: {pre['fp8']}")
+    ctx.write()
+    if not smoke:  # each micro-batch size its own static compile, as in training
+        torch._dynamo.config.automatic_dynamic_shapes = False
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        torch._dynamo.config.accumulated_recompile_limit = max(
+            torch._dynamo.config.accumulated_recompile_limit, 512)
+    shapes = read_shapes(smoke)
+    # the imported modules' objects out of every later collection: each row frees its models with
+    # gc.collect (as does the decode benchmark per arm), which otherwise rescans them (~0.7 s each)
+    gc.freeze()
+    slice_label, pair_labels = list(shapes)[0], list(shapes)[1:]
+    kept: dict = {}
+
+    ctx.begin_section("slice_8b")
+    run, cfg = shapes[slice_label]
+    training_rows(ctx, "slice_8b", slice_label, run, cfg, [
+        ("bf16", 1, 4), ("fp8", 1, 4), ("fp8", 1, 1), ("fp8", 2, 4), ("fp8", 4, 4),
+        ("bf16", 1, 1), ("bf16", 2, 4), ("bf16", 4, 4)], slice_=True, fp8_refusal=pre["fp8"])
+
+    ctx.begin_section("pair_906m")
+    pair_rows = {}
+    for label in pair_labels:
+        run, cfg = shapes[label]
+        mb = paper_settings(run)["micro_batch"]
+        pair_rows[label] = training_rows(
+            ctx, "pair_906m", label, run, cfg, [("bf16", mb, 2), ("fp8", mb, 2)], slice_=False,
+            fp8_refusal=pre["fp8"], keep=kept if label == PAIR[0] else None)
+
+    def compare():
+        out = {}
+        conv, hg = (pair_rows.get(label, []) for label in PAIR)
+        for a, b in zip(conv, hg):
+            if a["status"] == b["status"] == "ok" and a.get("mfu") and b.get("mfu"):
+                out["fp8" if a["fp8"] else "bf16"] = round(b["mfu"] / a["mfu"], 4)
+            elif a["status"] == b["status"] == "ok":
+                out[("fp8" if a["fp8"] else "bf16") + "_tokens_per_s"] = round(
+                    b["tokens_per_s"] / a["tokens_per_s"], 4)
+        if not out:
+            raise ValueError("no pair of measured rows to compare")
+        return {"hourglass_over_conventional_mfu": out}
+
+    ctx.row("pair_906m", "hourglass/conventional", compare)
+
+    ctx.begin_section("checkpoint")
+
+    def conv_trainer():
+        if PAIR[0] not in kept:
+            run, cfg = shapes[PAIR[0]]
+            kept[PAIR[0]] = Trainer(cfg, device, smoke, paper_settings(run)["activation_checkpointing"])
+        return kept[PAIR[0]]
+
+    checkpoint_row(ctx, conv_trainer)
+    kept.clear()
+    free(device)
+
+    ctx.begin_section("decode")
+    decode_rows(ctx)
+    ctx.begin_section("mixers")
+    mixer_rows(ctx)
+
+    data["finished"] = True
+    data["wall_s"] = round(time.perf_counter() - ctx.start, 1)
+    ctx.write()
+    counts = {s: sum(r["status"] == s for r in data["rows"]) for s in ("ok", "skipped", "error")}
+    print(f"{len(data['rows'])} rows: {counts} in {data['wall_s']} s" + (f"; wrote {out}" if out else ""))
     return 0
-
-
-def _format_row(row: dict) -> str:
-    mfu = f"{row['mfu']:.3f}" if row.get("mfu") else "-"
-    peak = f"{row['peak_mem_gib']:.1f}" if row.get("peak_mem_gib") else "-"
-    tps = f"{row['tokens_per_s']:.0f}" if row.get("tokens_per_s") else "-"
-    return (f"{row['run']:<16} {row['group']:<9} {row['compile']!s:>7} {row['fp8']!s:>5} "
-            f"{row['activation_checkpointing']:>9} {row['micro_batch']:>3} {tps:>10} {mfu:>6} {peak:>8}"
-            f"  {row.get('error', '')[:60]}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# One command on one H100/H200 (under 10 minutes): training tokens/s, MFU and peak memory of the
-# 906M pair and an 8B-shaped slice (paper settings, eager vs compiled, bf16 vs FP8, activation
-# checkpointing modes, largest micro-batch), checkpoint save/load seconds, Table 12 decode
-# latency. Writes benchmarks/results/gpu_check-<gpu>.json (read by `shapelm plan`) and prints a
-# table; see benchmarks/gpu_check.py. Run from anywhere:
+# One command on one H100/H200, under 5 minutes: the 8B slice's training MFU (bf16 vs FP8,
+# micro-batch 1/2/4), the 906M conventional/hourglass pair, the sharded checkpoint save, Table
+# 12 decode and the Titans/Hope mixers. Writes benchmarks/results/gpu_check-<gpu>.json after
+# every row (read by `shapelm plan`); see benchmarks/gpu_check.py and benchmarks/README.md.
 #
-#     bash benchmarks/gpu_check.sh [--budget-s 540] [--out FILE]
-#     bash benchmarks/gpu_check.sh --cpu-smoke        # tiny, on CPU: checks the script only
+#     bash benchmarks/gpu_check.sh [--budget-s 260] [--only slice_8b,pair_906m] [--out FILE]
+#     bash benchmarks/gpu_check.sh --cpu-smoke --out FILE   # every row, tiny, on CPU
+#
+# Wheels the GPU image lacks (torchao) travel in benchmarks/wheels/ (the prep command in
+# benchmarks/README.md) and are installed into a temporary folder here, behind the caller's
+# PYTHONPATH; nothing needs a network.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY="${PYTHON:-python3}"; fi
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+SITE=""
+if compgen -G "benchmarks/wheels/*.whl" >/dev/null; then
+    SITE="${TMPDIR:-/tmp}/shapelm-gpu-check-site"
+    PIP=("$PY" -m pip)
+    "$PY" -m pip --version >/dev/null 2>&1 || PIP=(python3 -m pip)  # a venv made without pip
+    if "${PIP[@]}" install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+            --upgrade --target "$SITE" benchmarks/wheels/*.whl; then
+        echo "installed $(ls benchmarks/wheels/*.whl | xargs -n1 basename | tr '\n' ' ')into $SITE"
+    else
+        echo "WARNING: the wheels in benchmarks/wheels did not install; the pre-flight lists what is missing"
+        SITE=""
+    fi
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}${SITE:+:$SITE}"
+export PYTHONUNBUFFERED=1
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-"$PY" -c "import torch, importlib.util as u; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchao', bool(u.find_spec('torchao')))"
-exec timeout 590 "$PY" benchmarks/gpu_check.py "$@"
+# the script stops itself at its budget (260 s by default); this is the last resort
+exec timeout -k 5 295 "$PY" benchmarks/gpu_check.py "$@"

@@ -151,7 +151,6 @@ class FlopsPerToken:
 def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = None) -> FlopsPerToken:
     """Per-token FLOPs by the paper's A.8 accounting at sequence length `seq_len`."""
     d = cfg.d_model
-    vocab = cfg.vocab_size if vocab_size is None else vocab_size
     dense = scores = 0.0
     for layer in cfg.layers:
         attn = layer.attention
@@ -169,8 +168,14 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
             dense += 6 * d * width + 10 * width + 2 * d + 7 * d
             if layer.hope:
                 dense += cms_update_flops_per_token(layer, d, j)
-    dense += 7 * d + 2 * d * vocab  # final norm and LM head
+    dense += output_layer_forward_flops(cfg, vocab_size)
     return FlopsPerToken(forward_dense=dense, forward_scores=scores)
+
+
+def output_layer_forward_flops(cfg: ModelConfig, vocab_size: int | None = None) -> float:
+    """Forward FLOPs per token of the final norm and LM head (A.8; dense: 3x in training)."""
+    vocab = cfg.vocab_size if vocab_size is None else vocab_size
+    return 7 * cfg.d_model + 2 * cfg.d_model * vocab
 
 
 def cms_update_flops_per_token(layer: LayerShape, d: int, level: int) -> float:

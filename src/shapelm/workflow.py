@@ -219,8 +219,13 @@ def stage_job(exp: Experiment, run_name: str | None, stage: str) -> dict[str, An
     return {"resources": job.resources(), "launch": job.launch(), "signal_lead_s": job.signal_lead_s}
 
 
-#: Where benchmarks/gpu_check.py writes its measurements (one JSON file per GPU and date).
+#: Where benchmarks/gpu_check.py writes its measurements (one JSON file per GPU and run).
 MEASUREMENTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+#: benchmarks/mixer_throughput.py on the CPU: each mixer's FLOP rate relative to softmax
+#: attention's, the assumption for Titans / Hope runs until gpu_check measures it on a GPU.
+MIXER_CPU_BENCHMARK = MEASUREMENTS_DIR / "mixer_throughput-cpu.json"
+#: The gpu_check JSON layout this reader understands (benchmarks/gpu_check.py SCHEMA).
+GPU_CHECK_SCHEMA = 2
 
 #: Plan stages, in pipeline order. Compute-counted ones are FLOPs at the scale's MFU; the others
 #: are their jobs' requested GPU time (STAGE_RUNTIME_MIN: evaluation and decode latency are
@@ -228,44 +233,102 @@ MEASUREMENTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results
 PLAN_STAGES = ("pretraining", "yarn_finetune", "evaluation", "proofpile", "ruler", "decode")
 
 
-def measured_mfu(directory: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
-    """{scale: {"mfu", "gpu", "file"}}: the mean training MFU that benchmarks/gpu_check.py
-    measured for each scale with that scale's paper settings (entries marked paper_settings)."""
+def gpu_check_rows(directory: str | os.PathLike | None = None) -> list[tuple[dict[str, Any], str, str]]:
+    """(row, gpu, file name) of every measured (status ok) row of the GPU runs of
+    benchmarks/gpu_check.py in `directory`, files in name order; CPU smoke runs are left out."""
     directory = Path(directory) if directory is not None else MEASUREMENTS_DIR
-    found: dict[str, dict[str, Any]] = {}
+    out = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if data.get("smoke") or "training" not in data:
-            continue  # a CPU smoke run measures nothing about a GPU
-        per_scale: dict[str, list[float]] = {}
-        for row in data["training"]:
-            if row.get("paper_settings") and row.get("mfu") and row.get("scale"):
-                per_scale.setdefault(row["scale"], []).append(float(row["mfu"]))
-        for scale, values in per_scale.items():
-            found[scale] = {"mfu": sum(values) / len(values), "gpu": data.get("gpu", "?"),
-                            "file": str(path)}
+        if not isinstance(data, dict) or data.get("schema") != GPU_CHECK_SCHEMA or data.get("smoke"):
+            continue  # another benchmark's file, or a CPU smoke run: nothing about a GPU
+        out += [(row, data.get("gpu", "?"), path.name) for row in data.get("rows", [])
+                if row.get("status") == "ok"]
+    return out
+
+
+def measured_mfu(directory: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """{scale: {"mfu", "gpu", "file", "settings"}}: the training MFU gpu_check measured for a scale
+    at its paper settings (micro-batch, recompute, several micro-batches per step; the block-only
+    MFU of a slice, whose output layer is a far larger share than the whole model's). Rows at the
+    paper's FP8 first; bf16 rows stand in where FP8 was not measured, and `settings` says so."""
+    exact: dict[str, list] = {}
+    bf16: dict[str, list] = {}
+    for row, gpu, name in gpu_check_rows(directory):
+        if row.get("plan_mfu") and row.get("scale"):
+            pick = exact if row.get("paper_settings") else bf16 if row.get("paper_settings_but_bf16") else None
+            if pick is not None:
+                pick.setdefault(row["scale"], []).append((float(row["plan_mfu"]), gpu, name, row))
+    found: dict[str, dict[str, Any]] = {}
+    for scale in {*exact, *bf16}:
+        values = exact.get(scale) or bf16[scale]
+        row = values[-1][3]
+        what = "block-only MFU of a slice" if row.get("slice") else "MFU"
+        precision = "FP8" if row.get("fp8") else "bf16" + ("" if scale in exact else ", the paper's FP8 not measured")
+        found[scale] = {"mfu": sum(v[0] for v in values) / len(values), "gpu": values[-1][1],
+                        "file": values[-1][2], "settings": f"{what}, {precision}, micro-batch {row['micro_batch']}"}
     return found
 
 
-def _mfu(exp: Experiment, run: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple[float, str]:
+def mixer_flop_rates(directory: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """{mixer: {"ratio", "source"}}: a mixer's FLOP rate relative to softmax attention's at equal
+    width: measured by gpu_check's mixers rows, else assumed from the CPU mixer benchmark."""
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        cpu = json.loads(MIXER_CPU_BENCHMARK.read_text())
+    except (OSError, json.JSONDecodeError):
+        cpu = {}
+    for row in cpu.get("rows", []):
+        if row.get("fwd_bwd_flop_rate_ratio"):
+            found[row["mixer"]] = {"ratio": float(row["fwd_bwd_flop_rate_ratio"]),
+                                   "source": f"assumed from the CPU mixer benchmark ({MIXER_CPU_BENCHMARK.name})"}
+    for row, gpu, name in gpu_check_rows(directory):
+        if row.get("section") == "mixers" and row.get("flop_rate_ratio_to_attention"):
+            found[row["mixer"]] = {"ratio": float(row["flop_rate_ratio_to_attention"]),
+                                   "source": f"measured on {gpu} ({name})"}
+    return found
+
+
+def run_mixer(run: dict[str, Any]) -> str:
+    """The token mixer a run's cost depends on: its first layer mixer other than attention."""
+    others = sorted({layer.mixer for layer in run_model_config(run).layers} - {"attention", "none"})
+    return others[0] if others else "attention"
+
+
+def _mfu(exp: Experiment, run: dict[str, Any], measured: dict[str, dict[str, Any]],
+         mixers: dict[str, dict[str, Any]] | None = None) -> tuple[float, str]:
+    """(MFU, where it comes from) of one run: its scale's, times its mixer's FLOP-rate ratio."""
     res = _resources(exp, run)
     if run["scale"] in measured:
         m = measured[run["scale"]]
-        return m["mfu"], f"measured {m['mfu']:.3f} on {m['gpu']} ({Path(m['file']).name})"
-    mfu = float(res.get("assumed_mfu", 0.4))
-    return mfu, f"assumed {mfu:.2f} (resources.assumed_mfu; no measurement)"
+        mfu, source = m["mfu"], f"measured {m['mfu']:.3f} on {m['gpu']} ({m['file']}; {m['settings']})"
+    else:
+        mfu = float(res.get("assumed_mfu", 0.4))
+        source = f"assumed {mfu:.2f} (resources.assumed_mfu; no measurement)"
+    mixer = run_mixer(run)
+    if mixer == "attention":
+        return mfu, source
+    ratio = (mixers or {}).get(mixer, {"ratio": 1.0, "source": "assumed equal: no benchmark of it"})
+    return mfu * ratio["ratio"], f"{source} x {ratio['ratio']:.2f} for {mixer} ({ratio['source']})"
 
 
-def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str, Any]]) -> dict[str, float]:
+def mfu_key(run: dict[str, Any]) -> str:
+    """The plan's MFU line of a run: its scale, and its mixer when that is not attention."""
+    mixer = run_mixer(run)
+    return run["scale"] if mixer == "attention" else f"{run['scale']} {mixer}"
+
+
+def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str, Any]],
+                        mixers: dict[str, dict[str, Any]] | None = None) -> dict[str, float]:
     """GPU-hours of every stage of one run (0 for the stages it does not have)."""
     run = exp.run(name)
     res = _resources(exp, run)
     if not int(res.get("gpus", 0)):
         return dict.fromkeys(PLAN_STAGES, 0.0)
-    mfu, _ = _mfu(exp, run, measured)
+    mfu, _ = _mfu(exp, run, measured, mixers)
     per_gpu = float(res.get("gpu_peak_tflops", 989)) * 1e12 * mfu
     cfg = run_model_config(run)
     hours = dict.fromkeys(PLAN_STAGES, 0.0)
@@ -291,8 +354,9 @@ def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str
 
 def plan_rows(exp: Experiment, measurements: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """GPU-hours per table, every stage counted (PLAN_STAGES), each scale at its measured MFU
-    (benchmarks/results) or its assumed one; rows carry the per-stage split and `mfu_source`."""
-    measured = measured_mfu(measurements)
+    (benchmarks/results) or its assumed one, a Titans / Hope run at that times its mixer's FLOP
+    rate; rows carry the per-stage split and `mfu_source` ({scale or "scale mixer": source})."""
+    measured, mixers = measured_mfu(measurements), mixer_flop_rates(measurements)
     per_table: dict[str, dict[str, Any]] = {}
 
     def empty(table: str) -> dict[str, Any]:
@@ -303,8 +367,8 @@ def plan_rows(exp: Experiment, measurements: str | os.PathLike | None = None) ->
     sources: dict[str, str] = {}
     for name, run in exp.runs.items():
         flops = total_train_flops(run)
-        stages = run_stage_gpu_hours(exp, name, measured)
-        sources[run["scale"]] = _mfu(exp, run, measured)[1]
+        stages = run_stage_gpu_hours(exp, name, measured, mixers)
+        sources[mfu_key(run)] = _mfu(exp, run, measured, mixers)[1]
         for table in [*(run["tables"] or ["(untabled)"]), None]:
             row = total if table is None else per_table.setdefault(table, empty(table))
             row["runs"] += 1

@@ -24,7 +24,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row['table']:<34} {row['runs']:>5} {row['flops']:>12.3e} "
               + " ".join(f"{row['stages'][s]:>9.1f}" for s in PLAN_STAGES) + f" {row['gpu_hours']:>10.1f}")
-    print("MFU per scale (of resources.gpu_peak_tflops, default 989 = H100/H200 dense bf16):")
+    print("MFU per scale, and per mixer where it is not attention (of resources.gpu_peak_tflops, "
+          "default 989 = H100/H200 dense bf16):")
     for scale, source in sorted(rows[-1]["mfu_source"].items()):
         print(f"  {scale:<14} {source}")
     print("pretrain, yarn, proofpile and ruler are FLOPs at that MFU (prefill only for RULER);\n"

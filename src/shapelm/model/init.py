@@ -2,9 +2,12 @@
 
 Every weight matrix is cut along its first dimension into fixed row blocks of about 2^20
 numbers (the cut depends only on the parameter's shape), and block b of parameter `name` is
-drawn on CPU from its own generator seeded by (seed, name, b). A rank holding rows [r0, r1) of
-a parameter (an FSDP2 shard, or everything) draws only the blocks that overlap them, so no
-rank builds the whole model, and 1, 2 or 32 ranks produce bitwise the same full parameters.
+drawn from its own generator seeded by (seed, name, b), on the device that holds the parameter
+(a GPU rank draws its shard on its GPU: no CPU fill and copy, which costs minutes at 8B). A rank
+holding rows [r0, r1) of a parameter (an FSDP2 shard, or everything) draws only the blocks that
+overlap them, so no rank builds the whole model, and 1, 2 or 32 ranks of one kind of device
+produce bitwise the same full parameters. CPU and CUDA generators are different streams, so a
+CPU run and a GPU run start from different (equally distributed) values.
 Weights are N(0, init_std) truncated at 3 sigma, norms 1, as `Transformer.reset_parameters`.
 """
 
@@ -29,20 +32,25 @@ def rows_per_block(shape: torch.Size) -> int:
     return max(1, BLOCK_NUMEL // row)
 
 
-def trunc_normal_rows(name: str, shape: torch.Size, rows: range, seed: int, std: float) -> torch.Tensor:
-    """Rows `rows` of parameter `name` (full shape `shape`), float32 on CPU."""
+def fill_trunc_normal_rows(out: torch.Tensor, name: str, shape: torch.Size, rows: range, seed: int,
+                           std: float) -> None:
+    """Write rows `rows` of parameter `name` (full shape `shape`) into `out`, drawing each block
+    on `out`'s device with a generator of that device."""
     per = rows_per_block(shape)
-    out = torch.empty((len(rows), *shape[1:]), dtype=torch.float32)
     if not len(rows):
-        return out
+        return
     for block in range(rows.start // per, (rows.stop - 1) // per + 1):
         lo, hi = block * per, min((block + 1) * per, shape[0])
-        values = torch.empty((hi - lo, *shape[1:]), dtype=torch.float32)
-        gen = torch.Generator().manual_seed(block_seed(seed, name, block))
-        nn.init.trunc_normal_(values, mean=0.0, std=std, a=-3 * std, b=3 * std, generator=gen)
         start, stop = max(lo, rows.start), min(hi, rows.stop)
-        out[start - rows.start: stop - rows.start] = values[start - lo: stop - lo]
-    return out
+        whole = start == lo and stop == hi and out.dtype == torch.float32 and out.is_contiguous()
+        # a block drawn whole (its values do not depend on which rows a rank keeps), directly
+        # into `out` when this rank holds all of it in float32
+        values = out[start - rows.start: stop - rows.start] if whole else torch.empty(
+            (hi - lo, *shape[1:]), dtype=torch.float32, device=out.device)
+        gen = torch.Generator(device=out.device).manual_seed(block_seed(seed, name, block))
+        nn.init.trunc_normal_(values, mean=0.0, std=std, a=-3 * std, b=3 * std, generator=gen)
+        if not whole:
+            out[start - rows.start: stop - rows.start] = values[start - lo: stop - lo]
 
 
 def local_rows(param: torch.Tensor) -> tuple[torch.Tensor, range]:
@@ -70,8 +78,8 @@ def init_parameters(model: nn.Module, seed: int) -> None:
         if isinstance(owner, RMSNorm):
             local.fill_(1.0)
         elif isinstance(owner, (nn.Linear, nn.Embedding)):
-            local.copy_(trunc_normal_rows(name, param.shape, rows, seed, std))
+            fill_trunc_normal_rows(local, name, param.shape, rows, seed, std)
         elif isinstance(owner, NeuralMemory):  # Titans' initial memory weights, sharded by head
-            local.copy_(trunc_normal_rows(name, param.shape, rows, seed, owner.init_std(name.rsplit(".", 1)[1])))
+            fill_trunc_normal_rows(local, name, param.shape, rows, seed, owner.init_std(name.rsplit(".", 1)[1]))
         else:
             raise TypeError(f"{name}: no initialiser for {type(owner).__name__}")
