@@ -463,3 +463,33 @@ def _dry_run(workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
          "--directory", str(workdir), "--configfile", str(configfile)],
         check=False, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def test_snakemake_dry_run_runs_no_yte_template(tmp_path):
+    """Snakemake reads --configfile before the Snakefile runs, evaluating YTE templates: the
+    environment's strict loader (shapelm.yte_guard) refuses the file before any of it runs."""
+    marker = tmp_path / "ran"
+    path = tmp_path / "template.yaml"
+    path.write_text("__use_yte__: true\n" + replace_text(
+        "name: default\n", f"name: ?__import__('os').system('touch {marker}') or 'default'\n")(DEFAULT_TEXT))
+    proc = _dry_run(tmp_path, path)
+    assert not marker.exists(), "a YTE template ran at snakemake -n"
+    assert proc.returncode != 0 and f"shapelm: error: {path}: __use_yte__" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_workflow_refuses_to_plan_without_the_strict_loader(monkeypatch, tmp_path):
+    import types
+
+    from shapelm import yte_guard
+
+    unguarded = types.SimpleNamespace(_load_configfile=lambda path, filetype="Config": {"ran": True})
+    monkeypatch.setitem(sys.modules, yte_guard.TARGET, unguarded)
+    with pytest.raises(SystemExit, match="shapelm.yte_guard install"):
+        yte_guard.workflow_check()
+    yte_guard.patch(unguarded)
+    yte_guard.workflow_check()
+    template = tmp_path / "t.yaml"
+    template.write_text("__use_yte__: true\nname: ?1\n")
+    with pytest.raises(SystemExit, match="__use_yte__"):
+        unguarded._load_configfile(template)
