@@ -41,6 +41,8 @@ YTE_KEY = "__use_yte__"
 #: The sections whose schema `default:` values the loader fills in (rules read them as given).
 DEFAULTED_SECTIONS = ("longctx", "decode")
 TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens", "eval_every")
+#: The most tokens a count may name (the schema's $defs/token_count; the papers' most: 1.6e11).
+MAX_TOKENS = 10**15
 
 
 def _name_rules() -> dict[str, str]:
@@ -178,6 +180,8 @@ def token_count(value: Any, key: str) -> int:
         number = math.nan
     if not math.isfinite(number) or number != int(number) or number < 0:
         raise ConfigError(f"{key}: {value!r} is not a whole, non-negative number of tokens")
+    if number > MAX_TOKENS:
+        raise ConfigError(f"{key}: {value!r} is above the ceiling of {MAX_TOKENS:.0e} tokens")
     return int(number)
 
 
@@ -220,13 +224,31 @@ class Experiment:
         return group_of(self.run(name)) == name
 
 
+#: The most nodes a config may expand to once its aliases are followed (configs/paper.yaml: about
+#: 5,000). An alias "bomb" (each level naming the one below k times) stays small as text and as
+#: the composed graph, but every consumer that walks it (schema, merge, hash) walks k**levels nodes.
+MAX_YAML_NODES = 1_000_000
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error naming the
-    key and its line (plain YAML keeps the last one silently, e.g. a run defined twice)."""
+    key and its line (plain YAML keeps the last one silently, e.g. a run defined twice), and a
+    document whose aliases expand beyond MAX_YAML_NODES nodes, or into themselves, is refused
+    before anything is built from it. Merge keys (`<<: *base`) work as in YAML 1.1: the mapping's
+    own keys win over merged ones."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _check_expansion(node)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -241,12 +263,45 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _check_expansion(root: yaml.Node) -> None:
+    """Count the nodes of `root` with its aliases expanded (each shared node counted once per
+    use, computed once): a YAMLError when a node contains itself or the count passes the limit."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def children(node: yaml.Node) -> list[yaml.Node]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return []
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_nodes:
+            raise yaml.YAMLError(f"a recursive alias (line {node.start_mark.line + 1}): a value "
+                                 "that contains itself is not plain data")
+        open_nodes.add(id(node))
+        total = 1 + sum(size(child) for child in children(node))
+        open_nodes.discard(id(node))
+        if total > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"aliases expand to more than {MAX_YAML_NODES:,} values (line "
+                                 f"{node.start_mark.line + 1}); write the config out")
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
 def parse_yaml(text: str, where: str) -> Any:
     """YAML text through `StrictLoader`; a syntax error or duplicate key is a ConfigError."""
     try:
         return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as err:
         raise ConfigError(f"{where}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
 
 
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
@@ -307,11 +362,46 @@ def _schema_message(err: Any) -> str:
     return f"{at}: {err.message}"
 
 
-def validate_schema(data: dict[str, Any], where: str = "config") -> None:
-    """Check `data` against the JSON schema; the error names the key path and the problem."""
+@functools.cache
+def _validator_class():
+    """Draft 2020-12 as the schema means it: `integer` is a whole number written as one (1.0
+    and 1.0e30 are numbers, not integers: JSON Schema's own rule accepts them), and `pattern` must
+    match the whole string (re.search with `$` accepts a trailing newline: a name "tnl\\n")."""
+    import re
+
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(config_schema())
+    base = jsonschema.Draft202012Validator
+
+    def is_integer(checker, instance):
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    def fullmatch_pattern(validator, pattern, instance, schema):
+        if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+    return jsonschema.validators.extend(
+        base, validators={"pattern": fullmatch_pattern},
+        type_checker=base.TYPE_CHECKER.redefine("integer", is_integer))
+
+
+def non_finite(data: Any, path: str = "") -> list[str]:
+    """`key.path: value is not a finite number` for every NaN or infinity in `data` (JSON Schema
+    bounds compare false with NaN, and `.inf` passes any exclusiveMinimum)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return [f"{path or '(top level)'}: {data!r} is not a finite number"]
+    if isinstance(data, dict):
+        return [m for k, v in data.items() for m in non_finite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(data, (list, tuple)):
+        return [m for i, v in enumerate(data) for m in non_finite(v, f"{path}.{i}" if path else str(i))]
+    return []
+
+
+def validate_schema(data: dict[str, Any], where: str = "config") -> None:
+    """Check `data` against the JSON schema; the error names the key path and the problem."""
+    problems = non_finite(data)
+    raise_problems(problems, where)
+    validator = _validator_class()(config_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     raise_problems([_schema_message(e) for e in errors], where)
 
