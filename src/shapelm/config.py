@@ -43,6 +43,8 @@ DEFAULTED_SECTIONS = ("longctx", "decode")
 TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens", "eval_every")
 #: The most tokens a count may name (the schema's $defs/token_count; the papers' most: 1.6e11).
 MAX_TOKENS = 10**15
+#: The largest training seed (the schema's $defs/seed): numpy's generators take no more.
+MAX_SEED = 2**32 - 1
 
 
 def _name_rules() -> dict[str, str]:
@@ -119,8 +121,21 @@ class TrainRecipe:
                 f"{where}.total_tokens={self.total_tokens} is less than one step of "
                 f"batch_tokens={self.batch_tokens}"
             )
+        # A run config (JSON, or a checkpoint's) reaches here without the schema: floats again.
+        for key, value in (("lr", self.lr), ("final_lr_ratio", self.final_lr_ratio), ("eps", self.eps),
+                           ("weight_decay", self.weight_decay), ("grad_clip", self.grad_clip),
+                           ("z_loss", self.z_loss), *((f"betas[{i}]", b) for i, b in enumerate(self.betas))):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{where}.{key} must be a finite number, got {value!r}")
         if self.lr <= 0:
             raise ConfigError(f"{where}.lr must be positive, got {self.lr}")
+        if not 0 <= self.final_lr_ratio <= 1:
+            raise ConfigError(f"{where}.final_lr_ratio must be in [0, 1], got {self.final_lr_ratio}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"{where}.seed must be a whole number in 0..{MAX_SEED}, got {self.seed!r}")
+        if self.warmup_tokens > self.total_tokens:
+            raise ConfigError(f"{where}.warmup_tokens={self.warmup_tokens} is beyond the run's "
+                              f"total_tokens={self.total_tokens}: the warm-up must end within the run")
         if self.precision not in ("auto", "float32", "bf16"):
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
         if self.distributed not in ("ddp", "fsdp", "hsdp"):
@@ -476,11 +491,8 @@ def check_runs(exp: Experiment) -> list[str]:
             key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in exp.spec(name)["arch"]
                    else "model_defaults.max_seq_len")
             errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
-    for name, spec in raw["runs"].items():
-        base = spec.get("decode")
-        if isinstance(base, str) and (base == name or base not in raw["runs"]):
-            errors.append(f"runs.{name}.decode: {base!r} is not another run of the config "
-                          "(a run's name: the baseline of its decode benchmark)")
+    errors += check_contexts(exp)
+    errors += check_decode(exp)
     from shapelm.evaluation.standins import standin_tasks
 
     sections = {"eval": raw.get("eval", {})}
@@ -492,6 +504,69 @@ def check_runs(exp: Experiment) -> list[str]:
                     check(section[field])
                 except EvalError as err:
                     errors.append(f"{key}.{field}: {err}")
+    return errors
+
+
+def _arch_key(exp: Experiment, run: dict[str, Any], key: str) -> str:
+    """Where a resolved run's arch key was written: the run's arch or model_defaults."""
+    name = group_of(run)
+    return f"runs.{name}.arch.{key}" if key in exp.spec(name)["arch"] else f"model_defaults.{key}"
+
+
+def check_contexts(exp: Experiment) -> list[str]:
+    """Titans' window and memory chunk and Hope's CMS periods against each run's train.seq_len (a
+    window beyond it is full attention, a chunk that does not divide it leaves a partial last
+    update, a CMS period beyond it never updates within a sequence). Perplexity may be scored
+    beyond a model's training context on purpose: the protocol scores every model on 4096-token
+    instances, the 113M ones trained on 2048 (PROTOCOLS.md section 6); ppl.py says so in its log."""
+    errors = []
+    for name, run in exp.runs.items():
+        group = group_of(run)
+        seq_len = int(run["train"]["seq_len"])
+        for layer in run["model"]["layers"]:
+            window, chunk = layer.get("window"), layer.get("memory_chunk")
+            if window is not None and window > seq_len:
+                errors.append(f"{_arch_key(exp, run, 'window')}: {window} is beyond runs.{group}'s "
+                              f"train.seq_len {seq_len} (a window that long is full attention)")
+            if chunk is not None and seq_len % chunk:
+                errors.append(f"{_arch_key(exp, run, 'memory_chunk')}: {chunk} does not divide runs."
+                              f"{group}'s train.seq_len {seq_len}")
+            for period in layer.get("cms_chunks") or ():
+                if period > seq_len:
+                    errors.append(f"{_arch_key(exp, run, 'cms_chunks')}: {period} is beyond runs.{group}'s "
+                                  f"train.seq_len {seq_len} (that CMS level would never update)")
+    return list(dict.fromkeys(errors))
+
+
+def check_decode(exp: Experiment) -> list[str]:
+    """The decode benchmark's pairings: `decode: true` makes exactly one conventional and one
+    other run per scale (Table 12's pair; a lone or third one would be ignored or replace the
+    pair), and a run named as baseline is another run, and no chain of baselines comes back."""
+    raw, errors = exp.raw, []
+    by_scale: dict[str, list[str]] = {}
+    for name, spec in raw["runs"].items():
+        if spec.get("decode") is True:
+            by_scale.setdefault(spec["scale"].lower(), []).append(name)
+    for scale, names in by_scale.items():
+        kinds = ["conventional" if exp.run(n)["arch"].get("kind") == "conventional" else "other" for n in names]
+        if sorted(kinds) != ["conventional", "other"]:
+            errors.append(
+                f"runs.{names[-1]}.decode: true pairs one conventional and one other run of a scale "
+                f"(Table 12); scale {raw['runs'][names[0]]['scale']!r} has {', '.join(names)} "
+                f"({', '.join(kinds)})")
+    baselines = {n: s["decode"] for n, s in raw["runs"].items() if isinstance(s.get("decode"), str)}
+    for name, base in baselines.items():
+        if base == name or base not in raw["runs"]:
+            errors.append(f"runs.{name}.decode: {base!r} is not another run of the config "
+                          "(a run's name: the baseline of its decode benchmark)")
+            continue
+        chain = [name]
+        while base in baselines and base not in chain:
+            chain.append(base)
+            base = baselines[base]
+        if base in chain:
+            errors.append(f"runs.{name}.decode: baselines form a cycle ({' -> '.join([*chain, base])}); "
+                          "a baseline is benchmarked, not compared")
     return errors
 
 
@@ -536,6 +611,7 @@ def check_output_paths(exp: Experiment) -> list[str]:
             tok = run_tokenizer(data)
             named.append((f"{key}.tokenizer", tok, "work", ["data", f"val-{tokenizer_slug(tok)}"]))
     errors = []
+    owners: dict[str, tuple[str, str, Any]] = {}  # output path, lower case -> (kind, key, value)
     for key, value, root, parts in named:
         if not isinstance(value, str) or not value:
             errors.append(f"{key}: {value!r} is not a name")
@@ -543,7 +619,26 @@ def check_output_paths(exp: Experiment) -> list[str]:
         where = _escapes(root, [name, *parts])
         if where:
             errors.append(f"{key}: {value!r} would put outputs at {where}, outside {root}/{name}/")
+            continue
+        # Two names one output: the same path from names of different kinds (a scale's decode
+        # pair and a run's), or paths differing only in case (one file where the file system
+        # ignores case, as macOS's and Windows' do).
+        path = "/".join([root, name, *parts])
+        kind = _name_kind(key)
+        owner = owners.setdefault(path.lower(), (kind, key, value))
+        if owner[0] != kind or owner[2] != value:
+            why = " (names differing only in case are one file on macOS and Windows)" \
+                if owner[2].lower() == value.lower() and owner[2] != value else ""
+            errors.append(f"{key}: {value!r} and {owner[1]}: {owner[2]!r} both write {path}{why}; "
+                          "rename one")
     return list(dict.fromkeys(errors))
+
+
+def _name_kind(key: str) -> str:
+    """What a config name names, for output collisions: a table or validation set listed under
+    several runs or scales is one name; runs and scales are each their own."""
+    last = key.rsplit(".", 1)[-1]
+    return last if last in ("tables", "validation_sets", "tokenizer") else key.split(".", 1)[0]
 
 
 def _numbers_from_cli(section: Any) -> Any:
