@@ -13,13 +13,18 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: env test test-slow demo dry-run plan lock bench clean-demo rehearse
 
-env: $(VENV)/.installed
+env: $(VENV)/.installed $(VENV)/.yte-guard
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install -q uv
 	uv venv -q --allow-existing --python 3.11 $(VENV)
 	VIRTUAL_ENV=$(VENV) uv pip install -q $(TORCH_SOURCE) -r requirements.lock
 	VIRTUAL_ENV=$(VENV) uv pip install -q --no-deps -e .
+	@touch $@
+
+# Snakemake's config files read by shapelm's strict loader: YTE templates never run (shapelm.yte_guard).
+$(VENV)/.yte-guard: $(VENV)/.installed src/shapelm/yte_guard.py
+	$(PY) -m shapelm.yte_guard install
 	@touch $@
 
 # Unit and integration tests (under 10 minutes on 2 cores); the slow end-to-end runs are in .ci/run.

@@ -313,6 +313,170 @@ TEXT_CASES = {
 }
 assert len(CASES) + len(TEXT_CASES) >= 150, len(CASES) + len(TEXT_CASES)
 
+# == round two: the keys added since, attacked as above ============================================
+# Each refused at load, naming the key; counted apart (NEW_CASES, NEW_TEXT_CASES).
+FIRST_NEW = len(CASES)
+TITANS, HOPE = "tp760m_titans_uniform", "tp760m_hope_uniform"
+NAN, INF = float("nan"), float("inf")
+
+# -- NaN and infinities: JSON Schema bounds compare false with NaN, and .inf passes exclusiveMinimum
+FLOATS = {
+    "lr": "scales.tiny.train.lr", "final_lr_ratio": "train_defaults.final_lr_ratio",
+    "eps": "train_defaults.eps", "weight_decay": "scales.tiny.train.weight_decay",
+    "grad_clip": "scales.tiny.train.grad_clip", "z_loss": "scales.tiny.train.z_loss",
+    "rope_theta": "model_defaults.rope_theta", "norm_eps": "model_defaults.norm_eps",
+    "init_std": "model_defaults.init_std", "cms_lr": f"runs.{HOPE}.arch.cms_lr",
+    "ffn_ratio": f"runs.{RUN}.arch.ffn_ratio", "assumed_mfu": "resources.assumed_mfu",
+    "gpu_peak_tflops": "resources.gpu_peak_tflops", "longctx-factor": "longctx.factor",
+    "startup_min": "cluster.startup_min", "gpu_mem_gb": "cluster.node.gpu_mem_gb",
+    "over_slice": "data.retokenize.over_slice",
+}
+for label, key in FLOATS.items():
+    for tag, value in (("nan", NAN), ("inf", INF), ("-inf", -INF)):
+        case(f"nonfinite-{label}-{tag}", edit(key, value), key)
+case("nonfinite-betas-nan", edit("train_defaults.betas", [NAN, 0.95]), "train_defaults.betas.0")
+case("nonfinite-betas-inf", edit("scales.tiny.train.betas", [0.9, INF]), "scales.tiny.train.betas.1")
+case("nonfinite-rope_scaling-factor", edit("model_defaults.rope_scaling",
+                                          {"type": "yarn", "factor": INF, "original_max_position_embeddings": 128}),
+     "model_defaults.rope_scaling.factor")
+case("nonfinite-ratios", edit(f"runs.{RUN}.arch.ratios", [1.0, NAN]), f"runs.{RUN}.arch.ratios.1")
+case("nonfinite-ffn_multipliers", edit(f"runs.{RUN}.arch.ffn_multipliers", INF), f"runs.{RUN}.arch.ffn_multipliers")
+case("nonfinite-token-count", edit("scales.tiny.train.total_tokens", INF), "total_tokens")
+
+# -- above a documented ceiling (the schema's $defs: width, depth, length, count, seed, tokens)
+CEILINGS = {
+    "seed-2**64": ("scales.tiny.train.seed", 2**64), "seed-2**32": ("scales.tiny.train.seed", 2**32),
+    "seeds-2**40": (f"runs.{RUN}.seeds", [1, 2**40]), "d_model-2**70": (f"runs.{RUN}.arch.d_model", 2**70),
+    "vocab_size-2**40": ("model_defaults.vocab_size", 2**40), "n_layers-100000": (f"runs.{RUN}.arch.n_layers", 100000),
+    "k-10**6": (f"runs.{RUN}.arch.k", 10**6), "d_h-2**30": (f"runs.{RUN}.arch.d_h", 2**30),
+    "n_heads-2**30": ("scales.tiny.n_heads", 2**30), "max_seq_len-2**40": ("model_defaults.max_seq_len", 2**40),
+    "memory_hidden-10**9": (f"runs.{TITANS}.arch.memory_hidden", 10**9),
+    "decode-lengths-10**12": ("decode.lengths", [1024, 10**12]), "decode-peer_length": ("decode.peer_length", 2**40),
+    "heldout_examples-10**9": ("eval.heldout_examples", 10**9), "ppl_max_instances": ("eval.ppl_max_instances", 10**12),
+    "ppl_seq_len-2**40": ("eval.ppl_seq_len", 2**40), "max_runtime_min-10**9": ("cluster.max_runtime_min", 10**9),
+    "runtime_min-10**9": ("resources.runtime_min", 10**9), "mem_mb-2**50": ("resources.mem_mb", 2**50),
+    "gpus-10**6": ("resources.gpus", 10**6), "node-gpus": ("cluster.node.gpus", 10**6),
+    "seq_len-2**30": ("scales.tiny.train.seq_len", 2**30), "total_tokens-10**18": ("scales.tiny.train.total_tokens", 10**18),
+    "checkpoint_every-10**12": ("scales.tiny.train.checkpoint_every", 10**12),
+    "keep_last-10**6": ("scales.tiny.train.keep_last", 10**6), "lr-100": ("scales.tiny.train.lr", 100),
+    "rope_theta-1e20": ("model_defaults.rope_theta", 1e20), "longctx-factor-10**6": ("longctx.factor", 10**6),
+    "longctx-lengths": ("longctx.lengths", [2**40]), "finetune_steps": ("longctx.finetune_steps", 10**12),
+    "corpus-vocab": ("data.default_corpus.vocab_size", 2**40),
+}
+for label, (key, value) in CEILINGS.items():
+    case(f"ceiling-{label}", edit(key, value), key)
+# a count as YAML 1.1 reads 1e18 (a string): checked when the run's recipe is resolved
+case("ceiling-total_tokens-string-1e18", edit("scales.tiny.train.total_tokens", "1e18"), "train.total_tokens")
+
+# -- integers written as floats (JSON Schema's own `integer` accepts 1.0 and 1.0e30)
+FLOAT_INTS = {
+    "seed-1e30": ("scales.tiny.train.seed", 1.0e30), "seed-1.0": ("scales.tiny.train.seed", 1.0),
+    "seeds-floats": (f"runs.{RUN}.seeds", [1.0, 2.0]), "d_model": (f"runs.{RUN}.arch.d_model", 64.0),
+    "n_layers": (f"runs.{RUN}.arch.n_layers", 3.0), "vocab_size": ("model_defaults.vocab_size", 2048.0),
+    "decode-lengths": ("decode.lengths", [1024.0]), "heldout_examples": ("eval.heldout_examples", 100.0),
+    "ppl_seq_len": ("eval.ppl_seq_len", 256.0), "keep_last": ("scales.tiny.train.keep_last", 2.0),
+    "max_runtime_min": ("cluster.max_runtime_min", 1.0e9), "gpus": ("resources.gpus", 0.0),
+}
+for label, (key, value) in FLOAT_INTS.items():
+    case(f"float-int-{label}", edit(key, value), key)
+# as `--config cluster={...}` gives them: strings, read back as numbers
+case("cli-max_runtime_min-1.0e9", edit("cluster", {"max_runtime_min": "1.0e9"}), "cluster.max_runtime_min")
+case("cli-gpu_mem_gb-nan", edit("cluster", {"node": {"gpu_mem_gb": "nan"}}), "cluster.node.gpu_mem_gb")
+case("cli-gpu_mem_gb-inf", edit("cluster", {"node": {"gpu_mem_gb": "inf"}}), "cluster.node.gpu_mem_gb")
+
+# -- names ending in a newline (`$` under re.search matches before it)
+NEWLINE = "tnl\n"
+case("newline-experiment", edit("name", NEWLINE), "name")
+case("newline-scale", rename("scales.tiny", NEWLINE), "scales")
+case("newline-run", rename(f"runs.{RUN}", NEWLINE), "runs")
+case("newline-table", edit(f"runs.{RUN}.tables", ["hourglass_table2", NEWLINE]), f"runs.{RUN}.tables")
+case("newline-valset", edit("data.validation_sets", ["default_web", NEWLINE]), "data.validation_sets")
+case("newline-task", edit("eval.tasks", [NEWLINE]), "eval.tasks")
+case("newline-task_data", edit("eval.task_data", {NEWLINE: "x.jsonl"}), "eval.task_data")
+case("newline-token-count", edit("scales.tiny.train.total_tokens", "245760\n"), "total_tokens")
+
+# -- rope_scaling: closed and typed
+ROPE = {"type": "yarn", "factor": 4, "original_max_position_embeddings": 128}
+ROPE_BAD = {
+    "unknown-key": {**ROPE, "bogus": 1}, "type-linear": {**ROPE, "type": "linear"},
+    "factor-negative": {**ROPE, "factor": -4}, "factor-half": {**ROPE, "factor": 0.5},
+    "factor-string": {**ROPE, "factor": "4"}, "no-original": {"type": "yarn", "factor": 4},
+    "original-zero": {**ROPE, "original_max_position_embeddings": 0},
+    "original-float": {**ROPE, "original_max_position_embeddings": 128.0},
+    "beta_fast-negative": {**ROPE, "beta_fast": -1}, "attention_factor-zero": {**ROPE, "attention_factor": 0},
+    "list": [ROPE],
+}
+for label, value in ROPE_BAD.items():
+    case(f"rope_scaling-{label}", edit("model_defaults.rope_scaling", value), "model_defaults.rope_scaling")
+case("rope_scaling-run", edit(f"runs.{RUN}.arch.rope_scaling", {**ROPE, "factor": -4}), f"runs.{RUN}.arch.rope_scaling")
+
+# -- mixer parameters against the model and the run
+MIXERS = {
+    "titans-no-attention": (f"runs.{TITANS}.arch.attention", False, f"runs.{TITANS}.arch.mixer"),
+    "gated-no-attention": ("runs.tp760m_ga_uniform.arch.attention", False, "runs.tp760m_ga_uniform.arch.mixer"),
+    "window-beyond-seq_len": (f"runs.{TITANS}.arch.window", 4096, f"runs.{TITANS}.arch.window"),
+    "memory_chunk-not-dividing": (f"runs.{TITANS}.arch.memory_chunk", 48, f"runs.{TITANS}.arch.memory_chunk"),
+    "memory_chunk-beyond": (f"runs.{TITANS}.arch.memory_chunk", 256, f"runs.{TITANS}.arch.memory_chunk"),
+    "cms_chunks-repeated": (f"runs.{HOPE}.arch.cms_chunks", [16, 16], f"runs.{HOPE}.arch.cms_chunks"),
+    "cms_chunks-beyond": (f"runs.{HOPE}.arch.cms_chunks", [1000], f"runs.{HOPE}.arch.cms_chunks"),
+    "cms_chunks-floats": (f"runs.{HOPE}.arch.cms_chunks", [16.0, 64.0], f"runs.{HOPE}.arch.cms_chunks"),
+    "cms_chunks-many": (f"runs.{HOPE}.arch.cms_chunks", list(range(1, 18)), f"runs.{HOPE}.arch.cms_chunks"),
+    "window-float": (f"runs.{TITANS}.arch.window", 32.0, f"runs.{TITANS}.arch.window"),
+}
+for label, (key, value, named) in MIXERS.items():
+    case(f"mixer-{label}", edit(key, value), named)
+
+# -- decode pairs and output names: collisions (case too) and cycles
+def twin_scale(new: str):
+    """A second scale, a copy of `tiny`, with one run moved to it."""
+    def apply(cfg):
+        cfg["scales"][new] = copy.deepcopy(cfg["scales"]["tiny"])
+        cfg["runs"]["hg113m_conv"]["scale"] = new
+        return cfg
+
+    return apply
+
+
+DECODE_NAMES = {
+    "decode-true-unpaired": (edit("runs.hg906m_conv.decode"), f"runs.{RUN}.decode"),
+    "decode-true-third": (edit("runs.hg113m_conv.decode", True), f"runs.{RUN}.decode"),
+    "decode-true-two-conventional": (edits(edit("runs.hg906m_conv.decode"), edit("runs.hg113m_conv.decode", True),
+                                           edit("runs.tp760m_uniform.decode", True)), "decode"),
+    "decode-cycle": (edit("runs.tp760m_uniform.decode", "tp760m_ga_uniform"), "runs.tp760m_uniform.decode"),
+    "decode-cycle-three": (edits(edit("runs.tp760m_uniform.decode", "tp760m_titans_uniform"),
+                                 edit(f"runs.{TITANS}.decode", "tp760m_ga_uniform")), "cycle"),
+    "scale-case-collision": (twin_scale("Tiny"), "scales.tiny"),
+    "scale-named-like-run": (twin_scale("tp760m_ga_uniform"), "runs.tp760m_ga_uniform"),
+    "table-case-collision": (edit(f"runs.{RUN}.tables", ["hourglass_table2", "Hourglass_table2"]), f"runs.{RUN}.tables"),
+    "valset-case-collision": (edit("data.validation_sets", ["default_web", "Default_web"]), "data.validation_sets"),
+    "warmup-beyond-run": (edit("scales.tiny.train.warmup_tokens", 10**7), "warmup_tokens"),
+    "warmup-beyond-run-in-run": (edit(f"runs.{RUN}.train.warmup_tokens", 250000), "warmup_tokens"),
+}
+for label, (change, key) in DECODE_NAMES.items():
+    case(f"cross2-{label}", change, key)
+NEW_CASES = CASES[FIRST_NEW:]
+
+# -- YAML text: aliases, merge keys
+def alias_bomb(where: str, levels: int = 9) -> str:
+    """10**levels values from a few hundred bytes: each level lists the one below ten times."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\n{where}: *a{levels - 1}\n"
+
+
+NEW_TEXT_CASES = {
+    "alias-bomb-rope_scaling": (lambda text: alias_bomb("bomb") + text.replace(
+        "  rope_theta: 10000\n", "  rope_theta: 10000\n  rope_scaling: {type: yarn, factor: *a8}\n"), "aliases expand"),
+    "alias-bomb-top": (lambda text: text + alias_bomb("description"), "aliases expand"),
+    "alias-recursive-list": (lambda text: text + "description: &r [1, *r]\n", "recursive alias"),
+    "alias-recursive-mapping": (replace_text("results: {}\n", "results: &r {x: *r}\n") if "results: {}\n" in DEFAULT_TEXT
+                                else (lambda text: text + "results: &r {x: *r}\n"), "recursive alias"),
+    "nested-too-deeply": (lambda text: text + "description: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    "merge-key-duplicate-own-key": (lambda text: text + "base: &b {lr: 1}\nmore: {<<: *b, x: 1, x: 2}\n", "duplicate key 'x'"),
+}
+TEXT_CASES.update(NEW_TEXT_CASES)
+assert len(NEW_CASES) + len(NEW_TEXT_CASES) >= 100, len(NEW_CASES) + len(NEW_TEXT_CASES)
+
 
 def refused(config) -> ConfigError:
     """The error loading and planning `config` raises (an unexpected exception fails the test:
@@ -447,6 +611,25 @@ def test_snakemake_dry_run_refuses_without_traceback(tmp_path, change, key):
     assert not (tmp_path / "X").exists()
 
 
+# Round two through snakemake -n: Snakemake reads these files itself before the Snakefile runs.
+SNAKEMAKE_TEXT_CASES = {
+    "alias-bomb": (lambda text: text + alias_bomb("description"), "aliases expand"),
+    "gpu_mem_gb-nan": (lambda text: text + "cluster: {node: {gpu_mem_gb: .nan}}\n", "cluster.node.gpu_mem_gb"),
+    "seeds-floats": (replace_text("  hg906m_hg:   {scale: tiny, ", "  hg906m_hg:   {scale: tiny, seeds: [1.0, 2.0], "),
+                     "runs.hg906m_hg.seeds"),
+}
+
+
+@pytest.mark.parametrize(("change", "key"), [pytest.param(c, k, id=i) for i, (c, k) in SNAKEMAKE_TEXT_CASES.items()])
+def test_snakemake_dry_run_refuses_round_two(tmp_path, change, key):
+    path = tmp_path / "bad.yaml"
+    path.write_text(change(DEFAULT_TEXT))
+    proc = _dry_run(tmp_path, path)
+    assert proc.returncode != 0
+    assert f"shapelm: error: {path}" in proc.stderr and key in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and 'File "' not in proc.stderr, proc.stderr
+
+
 def test_snakemake_dry_run_refuses_a_duplicate_key(tmp_path):
     path = tmp_path / "dup.yaml"
     path.write_text(replace_text("  hg906m_hg:", "  hg906m_conv: {scale: tiny, arch: {kind: conventional}}\n"
@@ -463,3 +646,49 @@ def _dry_run(workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
          "--directory", str(workdir), "--configfile", str(configfile)],
         check=False, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def test_snakemake_dry_run_runs_no_yte_template(tmp_path):
+    """Snakemake reads --configfile before the Snakefile runs, evaluating YTE templates: the
+    environment's strict loader (shapelm.yte_guard) refuses the file before any of it runs."""
+    marker = tmp_path / "ran"
+    path = tmp_path / "template.yaml"
+    path.write_text("__use_yte__: true\n" + replace_text(
+        "name: default\n", f"name: ?__import__('os').system('touch {marker}') or 'default'\n")(DEFAULT_TEXT))
+    proc = _dry_run(tmp_path, path)
+    assert not marker.exists(), "a YTE template ran at snakemake -n"
+    assert proc.returncode != 0 and f"shapelm: error: {path}: __use_yte__" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_workflow_refuses_to_plan_without_the_strict_loader(monkeypatch, tmp_path):
+    import types
+
+    from shapelm import yte_guard
+
+    unguarded = types.SimpleNamespace(_load_configfile=lambda path, filetype="Config": {"ran": True})
+    monkeypatch.setitem(sys.modules, yte_guard.TARGET, unguarded)
+    with pytest.raises(SystemExit, match="shapelm.yte_guard install"):
+        yte_guard.workflow_check()
+    yte_guard.patch(unguarded)
+    yte_guard.workflow_check()
+    template = tmp_path / "t.yaml"
+    template.write_text("__use_yte__: true\nname: ?1\n")
+    with pytest.raises(SystemExit, match="__use_yte__"):
+        unguarded._load_configfile(template)
+
+
+def test_merge_keys_are_accepted(tmp_path):
+    """`<<: *base` (YAML 1.1 merge keys, which Snakemake's loader takes too): the mapping's own
+    keys win over the merged ones; a key given twice among its own is still an error."""
+    path = tmp_path / "merge.yaml"
+    text = DEFAULT_TEXT.replace("  hg906m_hg:   {scale: tiny, ",
+                                "  hg906m_hg:   {<<: *tiny_defaults, label: own label, ").replace(
+        "  hg906m_conv: {scale: tiny, ", "  hg906m_conv: &tiny_defaults {scale: tiny, label: merged, ", 1)
+    path.write_text(text)
+    exp = load_experiment(path)
+    spec = exp.raw["runs"][RUN]
+    assert spec["label"] == "own label" and spec["scale"] == "tiny"
+    assert spec["arch"]["kind"] == "hourglass"  # its own arch, not the merged conventional one
+    assert exp.raw["runs"]["hg906m_conv"]["label"] == "merged"
+    plan_experiment(exp.raw, configfiles=[path])

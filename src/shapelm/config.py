@@ -41,6 +41,10 @@ YTE_KEY = "__use_yte__"
 #: The sections whose schema `default:` values the loader fills in (rules read them as given).
 DEFAULTED_SECTIONS = ("longctx", "decode")
 TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens", "eval_every")
+#: The most tokens a count may name (the schema's $defs/token_count; the papers' most: 1.6e11).
+MAX_TOKENS = 10**15
+#: The largest training seed (the schema's $defs/seed): numpy's generators take no more.
+MAX_SEED = 2**32 - 1
 
 
 def _name_rules() -> dict[str, str]:
@@ -117,8 +121,21 @@ class TrainRecipe:
                 f"{where}.total_tokens={self.total_tokens} is less than one step of "
                 f"batch_tokens={self.batch_tokens}"
             )
+        # A run config (JSON, or a checkpoint's) reaches here without the schema: floats again.
+        for key, value in (("lr", self.lr), ("final_lr_ratio", self.final_lr_ratio), ("eps", self.eps),
+                           ("weight_decay", self.weight_decay), ("grad_clip", self.grad_clip),
+                           ("z_loss", self.z_loss), *((f"betas[{i}]", b) for i, b in enumerate(self.betas))):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{where}.{key} must be a finite number, got {value!r}")
         if self.lr <= 0:
             raise ConfigError(f"{where}.lr must be positive, got {self.lr}")
+        if not 0 <= self.final_lr_ratio <= 1:
+            raise ConfigError(f"{where}.final_lr_ratio must be in [0, 1], got {self.final_lr_ratio}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"{where}.seed must be a whole number in 0..{MAX_SEED}, got {self.seed!r}")
+        if self.warmup_tokens > self.total_tokens:
+            raise ConfigError(f"{where}.warmup_tokens={self.warmup_tokens} is beyond the run's "
+                              f"total_tokens={self.total_tokens}: the warm-up must end within the run")
         if self.precision not in ("auto", "float32", "bf16"):
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
         if self.distributed not in ("ddp", "fsdp", "hsdp"):
@@ -178,6 +195,8 @@ def token_count(value: Any, key: str) -> int:
         number = math.nan
     if not math.isfinite(number) or number != int(number) or number < 0:
         raise ConfigError(f"{key}: {value!r} is not a whole, non-negative number of tokens")
+    if number > MAX_TOKENS:
+        raise ConfigError(f"{key}: {value!r} is above the ceiling of {MAX_TOKENS:.0e} tokens")
     return int(number)
 
 
@@ -220,13 +239,31 @@ class Experiment:
         return group_of(self.run(name)) == name
 
 
+#: The most nodes a config may expand to once its aliases are followed (configs/paper.yaml: about
+#: 5,000). An alias "bomb" (each level naming the one below k times) stays small as text and as
+#: the composed graph, but every consumer that walks it (schema, merge, hash) walks k**levels nodes.
+MAX_YAML_NODES = 1_000_000
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error naming the
-    key and its line (plain YAML keeps the last one silently, e.g. a run defined twice)."""
+    key and its line (plain YAML keeps the last one silently, e.g. a run defined twice), and a
+    document whose aliases expand beyond MAX_YAML_NODES nodes, or into themselves, is refused
+    before anything is built from it. Merge keys (`<<: *base`) work as in YAML 1.1: the mapping's
+    own keys win over merged ones."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _check_expansion(node)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -241,12 +278,45 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _check_expansion(root: yaml.Node) -> None:
+    """Count the nodes of `root` with its aliases expanded (each shared node counted once per
+    use, computed once): a YAMLError when a node contains itself or the count passes the limit."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def children(node: yaml.Node) -> list[yaml.Node]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return []
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_nodes:
+            raise yaml.YAMLError(f"a recursive alias (line {node.start_mark.line + 1}): a value "
+                                 "that contains itself is not plain data")
+        open_nodes.add(id(node))
+        total = 1 + sum(size(child) for child in children(node))
+        open_nodes.discard(id(node))
+        if total > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"aliases expand to more than {MAX_YAML_NODES:,} values (line "
+                                 f"{node.start_mark.line + 1}); write the config out")
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
 def parse_yaml(text: str, where: str) -> Any:
     """YAML text through `StrictLoader`; a syntax error or duplicate key is a ConfigError."""
     try:
         return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as err:
         raise ConfigError(f"{where}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
 
 
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
@@ -307,11 +377,46 @@ def _schema_message(err: Any) -> str:
     return f"{at}: {err.message}"
 
 
-def validate_schema(data: dict[str, Any], where: str = "config") -> None:
-    """Check `data` against the JSON schema; the error names the key path and the problem."""
+@functools.cache
+def _validator_class():
+    """Draft 2020-12 as the schema means it: `integer` is a whole number written as one (1.0
+    and 1.0e30 are numbers, not integers: JSON Schema's own rule accepts them), and `pattern` must
+    match the whole string (re.search with `$` accepts a trailing newline: a name "tnl\\n")."""
+    import re
+
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(config_schema())
+    base = jsonschema.Draft202012Validator
+
+    def is_integer(checker, instance):
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    def fullmatch_pattern(validator, pattern, instance, schema):
+        if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+    return jsonschema.validators.extend(
+        base, validators={"pattern": fullmatch_pattern},
+        type_checker=base.TYPE_CHECKER.redefine("integer", is_integer))
+
+
+def non_finite(data: Any, path: str = "") -> list[str]:
+    """`key.path: value is not a finite number` for every NaN or infinity in `data` (JSON Schema
+    bounds compare false with NaN, and `.inf` passes any exclusiveMinimum)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return [f"{path or '(top level)'}: {data!r} is not a finite number"]
+    if isinstance(data, dict):
+        return [m for k, v in data.items() for m in non_finite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(data, (list, tuple)):
+        return [m for i, v in enumerate(data) for m in non_finite(v, f"{path}.{i}" if path else str(i))]
+    return []
+
+
+def validate_schema(data: dict[str, Any], where: str = "config") -> None:
+    """Check `data` against the JSON schema; the error names the key path and the problem."""
+    problems = non_finite(data)
+    raise_problems(problems, where)
+    validator = _validator_class()(config_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     raise_problems([_schema_message(e) for e in errors], where)
 
@@ -386,11 +491,8 @@ def check_runs(exp: Experiment) -> list[str]:
             key = (f"runs.{name}.arch.max_seq_len" if "max_seq_len" in exp.spec(name)["arch"]
                    else "model_defaults.max_seq_len")
             errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
-    for name, spec in raw["runs"].items():
-        base = spec.get("decode")
-        if isinstance(base, str) and (base == name or base not in raw["runs"]):
-            errors.append(f"runs.{name}.decode: {base!r} is not another run of the config "
-                          "(a run's name: the baseline of its decode benchmark)")
+    errors += check_contexts(exp)
+    errors += check_decode(exp)
     from shapelm.evaluation.standins import standin_tasks
 
     sections = {"eval": raw.get("eval", {})}
@@ -402,6 +504,69 @@ def check_runs(exp: Experiment) -> list[str]:
                     check(section[field])
                 except EvalError as err:
                     errors.append(f"{key}.{field}: {err}")
+    return errors
+
+
+def _arch_key(exp: Experiment, run: dict[str, Any], key: str) -> str:
+    """Where a resolved run's arch key was written: the run's arch or model_defaults."""
+    name = group_of(run)
+    return f"runs.{name}.arch.{key}" if key in exp.spec(name)["arch"] else f"model_defaults.{key}"
+
+
+def check_contexts(exp: Experiment) -> list[str]:
+    """Titans' window and memory chunk and Hope's CMS periods against each run's train.seq_len (a
+    window beyond it is full attention, a chunk that does not divide it leaves a partial last
+    update, a CMS period beyond it never updates within a sequence). Perplexity may be scored
+    beyond a model's training context on purpose: the protocol scores every model on 4096-token
+    instances, the 113M ones trained on 2048 (PROTOCOLS.md section 6); ppl.py says so in its log."""
+    errors = []
+    for name, run in exp.runs.items():
+        group = group_of(run)
+        seq_len = int(run["train"]["seq_len"])
+        for layer in run["model"]["layers"]:
+            window, chunk = layer.get("window"), layer.get("memory_chunk")
+            if window is not None and window > seq_len:
+                errors.append(f"{_arch_key(exp, run, 'window')}: {window} is beyond runs.{group}'s "
+                              f"train.seq_len {seq_len} (a window that long is full attention)")
+            if chunk is not None and seq_len % chunk:
+                errors.append(f"{_arch_key(exp, run, 'memory_chunk')}: {chunk} does not divide runs."
+                              f"{group}'s train.seq_len {seq_len}")
+            for period in layer.get("cms_chunks") or ():
+                if period > seq_len:
+                    errors.append(f"{_arch_key(exp, run, 'cms_chunks')}: {period} is beyond runs.{group}'s "
+                                  f"train.seq_len {seq_len} (that CMS level would never update)")
+    return list(dict.fromkeys(errors))
+
+
+def check_decode(exp: Experiment) -> list[str]:
+    """The decode benchmark's pairings: `decode: true` makes exactly one conventional and one
+    other run per scale (Table 12's pair; a lone or third one would be ignored or replace the
+    pair), and a run named as baseline is another run, and no chain of baselines comes back."""
+    raw, errors = exp.raw, []
+    by_scale: dict[str, list[str]] = {}
+    for name, spec in raw["runs"].items():
+        if spec.get("decode") is True:
+            by_scale.setdefault(spec["scale"].lower(), []).append(name)
+    for scale, names in by_scale.items():
+        kinds = ["conventional" if exp.run(n)["arch"].get("kind") == "conventional" else "other" for n in names]
+        if sorted(kinds) != ["conventional", "other"]:
+            errors.append(
+                f"runs.{names[-1]}.decode: true pairs one conventional and one other run of a scale "
+                f"(Table 12); scale {raw['runs'][names[0]]['scale']!r} has {', '.join(names)} "
+                f"({', '.join(kinds)})")
+    baselines = {n: s["decode"] for n, s in raw["runs"].items() if isinstance(s.get("decode"), str)}
+    for name, base in baselines.items():
+        if base == name or base not in raw["runs"]:
+            errors.append(f"runs.{name}.decode: {base!r} is not another run of the config "
+                          "(a run's name: the baseline of its decode benchmark)")
+            continue
+        chain = [name]
+        while base in baselines and base not in chain:
+            chain.append(base)
+            base = baselines[base]
+        if base in chain:
+            errors.append(f"runs.{name}.decode: baselines form a cycle ({' -> '.join([*chain, base])}); "
+                          "a baseline is benchmarked, not compared")
     return errors
 
 
@@ -446,6 +611,7 @@ def check_output_paths(exp: Experiment) -> list[str]:
             tok = run_tokenizer(data)
             named.append((f"{key}.tokenizer", tok, "work", ["data", f"val-{tokenizer_slug(tok)}"]))
     errors = []
+    owners: dict[str, tuple[str, str, Any]] = {}  # output path, lower case -> (kind, key, value)
     for key, value, root, parts in named:
         if not isinstance(value, str) or not value:
             errors.append(f"{key}: {value!r} is not a name")
@@ -453,7 +619,26 @@ def check_output_paths(exp: Experiment) -> list[str]:
         where = _escapes(root, [name, *parts])
         if where:
             errors.append(f"{key}: {value!r} would put outputs at {where}, outside {root}/{name}/")
+            continue
+        # Two names one output: the same path from names of different kinds (a scale's decode
+        # pair and a run's), or paths differing only in case (one file where the file system
+        # ignores case, as macOS's and Windows' do).
+        path = "/".join([root, name, *parts])
+        kind = _name_kind(key)
+        owner = owners.setdefault(path.lower(), (kind, key, value))
+        if owner[0] != kind or owner[2] != value:
+            why = " (names differing only in case are one file on macOS and Windows)" \
+                if owner[2].lower() == value.lower() and owner[2] != value else ""
+            errors.append(f"{key}: {value!r} and {owner[1]}: {owner[2]!r} both write {path}{why}; "
+                          "rename one")
     return list(dict.fromkeys(errors))
+
+
+def _name_kind(key: str) -> str:
+    """What a config name names, for output collisions: a table or validation set listed under
+    several runs or scales is one name; runs and scales are each their own."""
+    last = key.rsplit(".", 1)[-1]
+    return last if last in ("tables", "validation_sets", "tokenizer") else key.split(".", 1)[0]
 
 
 def _numbers_from_cli(section: Any) -> Any:

@@ -13,6 +13,7 @@ from shapelm.checks import workflow_experiment
 from shapelm.config import config_hash, write_json_atomic
 from shapelm.evaluation.standins import standin_path, standin_tasks
 from shapelm.evaluation.tasks import expand_task_names
+from shapelm.yte_guard import workflow_check
 
 min_version("9.0")
 
@@ -30,6 +31,9 @@ os.environ["PATH"] = os.pathsep.join(
 # (a `rehearsal:` config at CPU size); then everything a job would find out too late: data vs
 # model vocabulary, inputs, cluster requests, checked where the workflow is planned (the jobs it
 # submits re-read the Snakefile). A bad config ends here with one message, no traceback.
+# Snakemake has read the config files before this runs: through shapelm's strict loader (no
+# YTE template evaluated) where the environment has the guard, which it must have.
+workflow_check()
 EXP = workflow_experiment(
     config,
     workflow.configfiles,

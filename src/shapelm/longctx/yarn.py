@@ -7,6 +7,8 @@ dict the model config carries, and how to apply it to a loaded model.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from shapelm.errors import ConfigError
@@ -31,7 +33,7 @@ def yarn_scaling(
     if factor is None:
         factor = (target_length / original) if target_length else DEFAULT_TARGET / DEFAULT_ORIGINAL
     factor = float(factor)
-    if factor < 1.0:
+    if not math.isfinite(factor) or factor < 1.0:
         raise ConfigError(f"YaRN factor must be >= 1, got {factor}")
     return {"type": "yarn", "factor": factor, "original_max_position_embeddings": original}
 

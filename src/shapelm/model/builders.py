@@ -139,6 +139,9 @@ def _with_mixer(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
     if not any(spec.has(key) for key in MIXER_KEYS):
         return layers
     mixer = spec.choice("mixer", ("attention", "gated_attention", "titans", "hope_attention"), "attention")
+    if mixer != "attention" and not any(layer.attention for layer in layers):
+        raise ConfigError(f"{spec.name('mixer')}: {mixer} is a token mixer of attention layers, and "
+                          "this model has none (attention: false would train an FFN-only model)")
     gate = spec.choice("gate", GATES, "elementwise") if mixer == "gated_attention" else None
     if spec.has("gate") and gate is None:
         raise ConfigError(f"{spec.name('gate')} applies only to mixer: gated_attention")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +170,11 @@ class ModelConfig:
             )
         if self.tie_embeddings:
             raise ConfigError("tie_embeddings: the papers' models use untied embeddings")
+        for key in ("rope_theta", "norm_eps", "init_std"):  # a checkpoint's config, not only the schema's
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value > 0):
+                raise ConfigError(f"{key} must be a finite number > 0, got {value!r}")
         for i, layer in enumerate(self.layers):
             attn = layer.attention
             _validate_mixer(i, layer)
@@ -195,6 +201,10 @@ class ModelConfig:
             for key in ("factor", "original_max_position_embeddings"):
                 if key not in self.rope_scaling:
                     raise ConfigError(f"rope_scaling.{key} is required for YaRN")
+            factor = self.rope_scaling["factor"]
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (
+                    math.isfinite(factor) and factor >= 1):
+                raise ConfigError(f"rope_scaling.factor must be a finite number >= 1, got {factor!r}")
 
     @property
     def has_attention(self) -> bool:
