@@ -16,6 +16,7 @@ from shapelm.errors import ShapelmError
 # Modules that provide `add_commands(subparsers)`, in the order they appear in --help.
 COMMAND_MODULES = [
     "shapelm.shapes_cli",
+    "shapelm.fetch",
     "shapelm.data.cli",
     "shapelm.train.cli",
     "shapelm.evaluation.cli",
