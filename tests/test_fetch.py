@@ -89,7 +89,7 @@ def fetch_cli(tmp_path, endpoint, *args, offline=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(HF_ENDPOINT=endpoint, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HOME=str(tmp_path / "home"),
                HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_OFFLINE="1" if offline else "0", HF_HUB_DISABLE_XET="1")
-    return subprocess.run([sys.executable, "-m", "shapelm.fetch", *args, "--out", str(tmp_path / "rec.json"),
+    return subprocess.run([sys.executable, "-m", "shapelm.cli", "fetch", *args, "--out", str(tmp_path / "rec.json"),
                            "--no-progress"], env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -28,6 +28,7 @@ unknown one, or one absent from the cache under ``HF_HUB_OFFLINE=1``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -290,6 +291,8 @@ def _fetch_repo(inp: Input, progress: bool) -> dict[str, Any]:
     at = f" at revision {inp.revision}" if inp.revision else ""
     who = f"{inp.repo}{at} ({repo_type}, needed by {inp.needed_by})"
     offline = _offline()
+    for client in ("httpx", "httpx2"):  # one INFO line per request: the progress bar says enough
+        logging.getLogger(client).setLevel(logging.WARNING)
     if not progress:
         from huggingface_hub.utils import disable_progress_bars
 
@@ -374,21 +377,3 @@ def _cmd_fetch(args) -> int:
     print(json.dumps({k: record[k] for k in ("commit", "path", "splits") if k in record}))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m shapelm.fetch ...`: `shapelm fetch` without importing every stage."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(prog="shapelm")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["fetch", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except DataError as err:
-        print(f"shapelm fetch: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
