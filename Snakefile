@@ -19,6 +19,7 @@ if not config:
 #    of its rules beside them (which token directory a run reads, which segment comes before).
 include: "workflow/rules/common.smk"
 include: "workflow/rules/signals.smk"
+include: "workflow/rules/fetch.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"

@@ -12,7 +12,7 @@ from shapelm.errors import DataError
 
 
 def cache_repo(hub, repo, revisions: dict[str, str], refs: dict[str, str], tokenizers: dict):
-    """The layout `huggingface-cli download` leaves: blobs behind snapshots/<commit>/, refs/<name>."""
+    """The layout `hf download` leaves: blobs behind snapshots/<commit>/, refs/<name>."""
     d = hub / ("models--" + repo.replace("/", "--"))
     for commit, tok in tokenizers.items():
         snap = d / "snapshots" / commit
@@ -51,5 +51,5 @@ def test_repo_id_and_revision_resolve_through_the_hub_cache(hub):
 def test_a_revision_or_repo_missing_from_the_cache_is_named(hub):
     with pytest.raises(DataError, match=r"'org/tok@v2': not in the local HF cache at revision 'v2'.*--revision v2"):
         load_tokenizer("org/tok@v2")
-    with pytest.raises(DataError, match=r"huggingface-cli download other/tok\)"):
+    with pytest.raises(DataError, match=r"hf download other/tok\)"):
         load_tokenizer("other/tok")

@@ -47,12 +47,21 @@ def _snakemake(args, cwd, timeout, env=None):
 
 @pytest.mark.slow
 def test_paper_dry_run_plans_every_table(tmp_path):
+    # The README's line as typed, on a fresh copy with no input and no hub: the fetch jobs are
+    # planned (GPT-2's novelty_hf after theirs) and the rest of the paper with them.
     repo = _copy_repo(tmp_path / "repo")
-    proc = _snakemake(["--configfile", "configs/paper.yaml", "-n", "--quiet", "rules"], repo, 600,
-                      env=_planning_env())
+    hf = tmp_path / "hf"
+    env = {**{k: v for k, v in _env().items() if not k.startswith(("HF_", "SHAPELM_ALLOW"))},
+           "HF_HUB_OFFLINE": "1", "HF_HOME": str(hf), "HF_HUB_CACHE": str(hf / "hub")}
+    proc = _snakemake(["--profile", "slurm", "-n", "--quiet", "rules"], repo, 600, env=env)
     out = proc.stdout + proc.stderr
-    for rule in ("slice_olmo", "train", "eval_ppl", "downstream", "yarn_finetune", "ruler", "decode_bench", "results"):
-        assert rule in out
+    counts = {line.split()[0]: int(line.split()[1]) for line in out.split("Job stats:")[1].splitlines()
+              if len(line.split()) == 2 and line.split()[1].isdigit()}
+    for rule in ("fetch", "slice_olmo", "train", "eval_ppl", "downstream", "yarn_finetune", "ruler", "decode_bench",
+                 "novelty_hf", "results"):
+        assert counts.get(rule), (rule, counts)
+    assert counts["novelty_hf"] == 4  # gpt2, -medium, -large, -xl
+    assert "will be fetched by job fetch" in out
 
 
 def ensure_gpu_cluster():

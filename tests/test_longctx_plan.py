@@ -7,6 +7,7 @@ import pytest
 
 from shapelm.config import load_experiment
 from shapelm.errors import ConfigError
+from shapelm.fetch import experiment_inputs
 from shapelm.longctx.plan import check_longctx, longctx_settings, needed_inputs, run_lengths
 
 ROOT = Path(__file__).parents[1]
@@ -79,7 +80,13 @@ def test_the_default_corpus_substitutes_missing_inputs(inputs):
 
 
 def test_local_path_that_does_not_exist(inputs):
-    errors = check(config(inputs, squad=str(inputs / "nope.json")))
+    # where the workflow fetches inputs, its fetch job says so in one line; the tiny default,
+    # which fetches nothing, refuses it at plan time
+    cfg = config(inputs, squad=str(inputs / "nope.json"))
+    assert check(cfg) == []
+    assert experiment_inputs(load_experiment(cfg))["squad-file"].repo == str(inputs / "nope.json")
+    cfg["data"] = {"source": "default"}
+    errors = check(cfg)
     assert len(errors) == 1 and errors[0].startswith(f"longctx.squad: {inputs / 'nope.json'}: no such file")
 
 
@@ -91,7 +98,11 @@ def test_local_folder_without_the_split(inputs):
 
 
 def test_hub_input_not_in_the_cache_is_reported_without_reading_it(inputs):
-    errors = check(config(inputs, pg19="hf:emozilla/pg19/data"))
+    cfg = config(inputs, pg19="hf:emozilla/pg19/data")
+    assert check(cfg) == []  # its fetch job gets it
+    assert experiment_inputs(load_experiment(cfg))["pg19-emozilla--pg19"].include[0] == "data/train/*"
+    cfg["data"] = {"source": "default"}  # no fetch jobs: the cache must hold it
+    errors = check(cfg)
     assert len(errors) == 1
     assert errors[0].startswith("longctx.pg19: hf:emozilla/pg19/data: dataset emozilla/pg19 is not in the local HF cache")
     assert str(inputs / "hfcache" / "datasets--emozilla--pg19") in errors[0]

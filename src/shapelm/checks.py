@@ -109,11 +109,24 @@ def check_experiment(exp: Experiment) -> list[str]:
     """Every problem; with SHAPELM_ALLOW_MISSING_INPUTS=1 inputs absent from this machine are
     warnings instead (planning or `check-submit` on a host that does not hold the data)."""
     stage = _stage_checks(exp)
+    _print_fetch_notes(exp)
     if os.environ.get("SHAPELM_ALLOW_MISSING_INPUTS") == "1":
         for message in [m for m in stage if MISSING_INPUT.search(m)]:
             print(f"shapelm: warning (SHAPELM_ALLOW_MISSING_INPUTS=1): {message}", file=sys.stderr)
         stage = [m for m in stage if not MISSING_INPUT.search(m)]
     return [*check_resources(exp), *stage]
+
+
+def _print_fetch_notes(exp: Experiment) -> None:
+    """Inputs not fetched yet, each with the job that will fetch it (stderr, at `snakemake -n`)."""
+    from shapelm.fetch import plan_notes
+    from shapelm.workflow import work_dir
+
+    notes = plan_notes(exp, work_dir(exp.name))
+    if notes:
+        print(f"shapelm: {len(notes)} input(s) not fetched yet:", file=sys.stderr)
+        for note in notes:
+            print(f"  {note}", file=sys.stderr)
 
 
 def raise_on(errors: list[str], where: str = "config") -> None:

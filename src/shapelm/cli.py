@@ -16,6 +16,7 @@ from shapelm.errors import ShapelmError
 # Modules that provide `add_commands(subparsers)`, in the order they appear in --help.
 COMMAND_MODULES = [
     "shapelm.shapes_cli",
+    "shapelm.fetch",
     "shapelm.data.cli",
     "shapelm.train.cli",
     "shapelm.evaluation.cli",
@@ -31,28 +32,72 @@ COMMAND_MODULES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Every command, the module that registers it and its one-line help: `shapelm --help` and a
+#: command's parser import that module alone (the stages import torch, which takes seconds).
+#: tests/test_cli.py checks this table against what the modules register.
+COMMANDS = {
+    "shapes": ("shapelm.shapes_cli", "parameter, FLOP and KV-cache accounting of a config's runs"),
+    "solve": ("shapelm.shapes_cli", "find widths that land a shape on a parameter budget"),
+    "fetch": ("shapelm.fetch", "download one external input into the local HF cache (the `fetch` jobs)"),
+    "data": ("shapelm.data.cli", "token files: OLMo slices, validation sets, corpus"),
+    "train": ("shapelm.train.cli", "pretrain one run (resumes from the latest checkpoint in --out)"),
+    "eval": ("shapelm.evaluation.cli", "held-out perplexity and downstream tasks"),
+    "export-hf": ("shapelm.evaluation.cli", "a Hugging Face model directory from a checkpoint"),
+    "longctx": ("shapelm.longctx.cli", "YaRN context extension, Proof-pile PPL, RULER"),
+    "analyze": ("shapelm.analysis.cli", "analyses of trained models (layer-wise novelty)"),
+    "bench": ("shapelm.decode.cli", "micro-benchmarks (decode latency, ...)"),
+    "results": ("shapelm.results.cli", "tables and figures beside the papers' printed values"),
+    "resolve": ("shapelm.workflow_cli", "write one run's resolved run config (JSON)"),
+    "plan": ("shapelm.workflow_cli", "GPU-hours per table and stage (measured or assumed MFU)"),
+    "recipe": ("shapelm.recipes", "the paper's and the released code's training recipes"),
+    "launch": ("shapelm.launch", "start one process per GPU (srun in SLURM, else torchrun)"),
+    "cluster": ("shapelm.slurm_check", "checks against the SLURM cluster"),
+    "rehearse": ("shapelm.rehearsal", "run the paper's DAG at CPU size (inputs made here)"),
+}
+
+
+def _register(sub, name: str) -> None:
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and name.startswith(err.name):  # that stage is not in this build yet
+            return
+        raise
+    register = getattr(module, "add_commands", None) or getattr(module, "add_data_commands", None)
+    if register is not None:  # None: a stage module still being written
+        register(sub)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command (`command` None), or of the module of `command` alone, with
+    the others listed by name and help (what `shapelm --help` needs, no stage imported)."""
     parser = argparse.ArgumentParser(
-        prog="shapelm", description="Experiments on the shape of Transformer language models."
+        prog="shapelm", description="Experiments on the shape of Transformer language models.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name and name.startswith(err.name):  # that stage is not in this build yet
-                continue
-            raise
-        register = getattr(module, "add_commands", None) or getattr(module, "add_data_commands", None)
-        if register is None:  # a stage module still being written
-            continue
-        register(sub)
+    if command is None:
+        for name in COMMAND_MODULES:
+            _register(sub, name)
+        return parser
+    wanted = COMMANDS[command][0] if command in COMMANDS else None
+    if wanted:
+        _register(sub, wanted)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The command word of a command line (the first argument not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command_of(argv) or "")  # no command: the list alone
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

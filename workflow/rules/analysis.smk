@@ -3,12 +3,11 @@
 import os
 import re
 
-from shapelm.analysis.hub import cached_family
-
 NOVELTY_FIGURE = "tapered_fig4_novelty"
 NOVELTY_RUNS = [r for r in RUNS if NOVELTY_FIGURE in EXP.run(r)["tables"]]
-# Checked when the workflow is planned: nothing is downloaded, a model not cached is left out.
-NOVELTY_HF = cached_family() if NOVELTY_RUNS else {}
+# The GPT-2 family, each model fetched by a `fetch` job (the tiny default and a rehearsal, which
+# fetch nothing: the members already cached here).
+NOVELTY_HF = fetch_stage.novelty_models(EXP)
 NOVELTY_HF_OUTPUTS = [f"{RESULTS}/analysis/novelty/{m}.json" for m in NOVELTY_HF]
 
 
@@ -51,6 +50,8 @@ rule novelty_hf:
     input:
         text=novelty_text(val_data(None)),
         tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
+        fetched=lambda w: fetched(fetch_stage.model_input(NOVELTY_HF[w.hf_model], ""))
+        + fetched_tokenizer(TOKENIZER),
     output:
         f"{RESULTS}/analysis/novelty/{{hf_model}}.json",
     log:

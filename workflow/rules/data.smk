@@ -72,6 +72,8 @@ else:
         """The first N tokens of OLMo-2 stage 1 in its exact shuffled order (resumable); for a
         re-encoded scale, N = total_tokens x data.retokenize.over_slice dolma2 tokens.
         """
+        input:
+            fetched=fetched_tokenizer(data_plan.source_tokenizer(DATA)),
         output:
             f"{WORK}/data/{{scale}}/train/manifest.json",
         log:
@@ -100,7 +102,11 @@ else:
         order, cut into its seq_len windows (resumable; fails naming the scale if short).
         """
         input:
-            f"{WORK}/data/{{scale}}/train/manifest.json",
+            tokens=f"{WORK}/data/{{scale}}/train/manifest.json",
+            fetched=lambda w: fetched_tokenizer(
+                data_plan.source_tokenizer(SCALE_DATA[w.scale])
+            )
+            + fetched_tokenizer(RETOK_TOKENIZER[w.tok]),
         output:
             f"{WORK}/data/{{scale}}/train-{{tok}}/manifest.json",
         log:
@@ -125,12 +131,14 @@ else:
                 f"(now {data_plan.over_slice(SCALE_DATA[w.scale])})"
             ),
         shell:
-            'shapelm data retokenize "$(dirname {input:q})" "$(dirname {output:q})" '
+            'shapelm data retokenize "$(dirname {input.tokens:q})" "$(dirname {output:q})" '
             "--source-tokenizer {params.source_tokenizer:q} --tokenizer {params.tokenizer:q} "
             "--tokens {params.tokens:q} --seq-len {params.seq_len:q} "
             "--context {params.context:q} --hint {params.hint:q} > {log:q} 2>&1"
 
     rule validation_sets:
+        input:
+            fetched=fetched_tokenizer(data_plan.source_tokenizer(DATA)),
         output:
             expand(f"{WORK}/data/val/{{vset}}/manifest.json", vset=ALL_VAL_SETS),
         log:
@@ -147,7 +155,9 @@ else:
     rule retokenize_validation:
         """A dolma2 validation set in a re-encoded scale's tokenizer, for its eval_ppl."""
         input:
-            f"{WORK}/data/val/{{vset}}/manifest.json",
+            tokens=f"{WORK}/data/val/{{vset}}/manifest.json",
+            fetched=lambda w: fetched_tokenizer(data_plan.source_tokenizer(DATA))
+            + fetched_tokenizer(RETOK_TOKENIZER[w.tok]),
         output:
             f"{WORK}/data/val-{{tok}}/{{vset}}/manifest.json",
         log:
@@ -160,7 +170,7 @@ else:
             tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
             context=lambda w: f"validation set {w.vset}",
         shell:
-            'shapelm data retokenize "$(dirname {input:q})" "$(dirname {output:q})" '
+            'shapelm data retokenize "$(dirname {input.tokens:q})" "$(dirname {output:q})" '
             "--source-tokenizer {params.source_tokenizer:q} --tokenizer {params.tokenizer:q} "
             "--context {params.context:q} --quiet > {log:q} 2>&1"
 

@@ -47,6 +47,7 @@ if HELDOUT or STANDINS:
         input:
             val=val_data(None),  # the experiment's validation text, in the source's tokens
             tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
+            fetched=fetched_tokenizer(TOKENIZER),
         output:
             f"{TASK_DIR}/task_data.json",
         log:
@@ -78,6 +79,10 @@ rule downstream:
     input:
         model=lambda w: model_file(w.run),
         tasks=TASK_INPUTS,
+        fetched=lambda w: fetched_tokenizer(tokenizer_for(w.run))
+        + fetched(
+            *(fetch_stage.task_input(t, "") for t in fetch_stage.hub_tasks(EXP, w.run))
+        ),
     output:
         f"{RESULTS}/runs/{{run}}/downstream.json",
     log:
@@ -111,6 +116,7 @@ rule export_hf:
     input:
         model=lambda w: model_file(w.run),
         tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
+        fetched=lambda w: fetched_tokenizer(tokenizer_for(w.run)),
     output:
         directory(f"{WORK}/hf/{{run}}"),
     log:

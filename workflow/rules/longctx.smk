@@ -20,6 +20,19 @@ _VAL = f"{WORK}/data/corpus/val"
 LC_PROOFPILE = LC.get("proofpile") or (f"{_VAL}/default_sci" if DEFAULT_SOURCE else "")
 
 
+def fetched_longctx(*keys):
+    """The fetch records of the configured long-context inputs `keys`, and the tokenizer's."""
+    from shapelm.longctx.inputs import INPUT_SPLITS
+
+    specs = [(k, LC.get(k)) for k in keys]
+    inputs = [
+        fetch_stage.longctx_input(k, str(v), INPUT_SPLITS.get(k), "")
+        for k, v in specs
+        if v
+    ]
+    return fetched(*inputs) + fetched_tokenizer(TOKENIZER)
+
+
 def _lc_resource(key):
     return lambda w: LC_JOBS[w.run]["resources"].get(key, _LC_KEYS.get(key))
 
@@ -60,6 +73,7 @@ if LC.get("pg19"):
         """
         input:
             tokenizer=LC_TOKENIZER_INPUT,
+            fetched=fetched_longctx("pg19"),
         output:
             f"{WORK}/data/yarn_pg19/seq{{seq_len}}/manifest.json",
         log:
@@ -133,6 +147,7 @@ rule proofpile:
     input:
         model=lambda w: f"{run_dir(w.run)}/yarn/final/model.safetensors",
         tokenizer=LC_TOKENIZER_INPUT,
+        fetched=fetched_longctx("proofpile"),
     output:
         f"{RESULTS}/runs/{{run}}/proofpile.json",
     log:
@@ -159,6 +174,7 @@ rule ruler_data:
     """RULER's tasks at each length, generated offline (seed 42) with the model's tokenizer."""
     input:
         tokenizer=LC_TOKENIZER_INPUT,
+        fetched=fetched_longctx("essays", "squad", "hotpotqa", "words"),
     output:
         directory(f"{WORK}/data/ruler"),
     log:
@@ -179,6 +195,7 @@ rule ruler:
     input:
         model=lambda w: f"{run_dir(w.run)}/yarn/final/model.safetensors",
         data=f"{WORK}/data/ruler",
+        fetched=fetched_tokenizer(TOKENIZER),
     output:
         f"{RESULTS}/runs/{{run}}/ruler.json",
     log:

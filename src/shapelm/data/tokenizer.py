@@ -10,7 +10,8 @@
   or commit): looked up in the local HF cache (``$HF_HUB_CACHE``, ``$HF_HOME/hub``,
   ``~/.cache/huggingface/hub``) with ``huggingface_hub.try_to_load_from_cache``, which resolves
   ``refs/<revision>`` the way a download left it; never downloaded (plan-time checks and jobs
-  run with ``HF_HUB_OFFLINE=1``: ``huggingface-cli download REPO`` fills the cache beforehand);
+  run with ``HF_HUB_OFFLINE=1``: the workflow's ``fetch`` jobs, or ``hf download REPO``, fill the
+  cache beforehand);
 * ``"default"`` or ``"default:<vocab>"``: the byte-level BPE of the embedded default corpus,
   trained once (:func:`shapelm.data.corpus.default_tokenizer`) and cached.
 
@@ -105,7 +106,7 @@ def resolve_tokenizer_file(spec: str | os.PathLike) -> Path:
         at = f" at revision {revision!r}" if revision else ""
         raise DataError(
             f"tokenizer {s!r}: not in the local HF cache{at} ({', '.join(map(str, _hf_cache_dirs()))})"
-            f"; download it there (huggingface-cli download {repo}"
+            f"; download it there (the workflow's fetch job, or: hf download {repo}"
             + (f" --revision {revision}" if revision else "") + ") or pass the path of its tokenizer.json"
         )
     raise DataError(f"tokenizer {s!r}: no such file or directory")

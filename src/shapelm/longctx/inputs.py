@@ -3,11 +3,12 @@
 An input spec (config ``longctx.pg19`` ..., or ``--data`` / ``--docs`` / ``--essays`` ...) is
 
 * a local path: a file, or a directory of data files (see :func:`data_files`);
-* ``hf:OWNER/NAME[/SUBDIR]``: the dataset repo OWNER/NAME as ``huggingface-cli download
-  --repo-type dataset OWNER/NAME`` leaves it in the local hub cache (``$HF_HUB_CACHE``,
+* ``hf:OWNER/NAME[/SUBDIR]``: the dataset repo OWNER/NAME as the workflow's ``fetch`` job (or
+  ``hf download --repo-type dataset OWNER/NAME``) leaves it in the local hub cache (``$HF_HUB_CACHE``,
   ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``: ``datasets--OWNER--NAME/snapshots/<rev>/``,
   the revision ``refs/main`` names, else the newest snapshot), SUBDIR a folder inside the
-  snapshot. Nothing is ever downloaded (the pipeline runs with no network; HF_HUB_OFFLINE=1).
+  snapshot. Nothing is downloaded here (jobs run with no network; HF_HUB_OFFLINE=1): the
+  ``fetch`` jobs (shapelm.fetch) download on the host running Snakemake.
 
 The real inputs, their layouts and the spec to give (docs/LONG_CONTEXT.md):
 
@@ -70,18 +71,23 @@ def parse_hub(spec: str | os.PathLike) -> tuple[str, str] | None:
 
 
 def hub_snapshot(repo: str) -> Path | None:
-    """The cached snapshot of dataset repo ``repo`` (refs/main's, else the newest), or None."""
+    """The cached snapshot of dataset repo ``repo`` (refs/main's, else the newest), or None; read
+    with ``huggingface_hub.scan_cache_dir`` (its own reading of the cache layout, no network)."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
     name = "datasets--" + repo.replace("/", "--")
     for cache in hub_cache_dirs():
-        snaps = cache / name / "snapshots"
-        if not snaps.is_dir():
+        if not (cache / name / "snapshots").is_dir():
+            continue  # the scan below reads the whole cache: only where this repo is
+        try:
+            info = scan_cache_dir(cache)
+        except CacheNotFound:
             continue
-        ref = cache / name / "refs" / "main"
-        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
-            return snaps / ref.read_text().strip()
-        found = sorted((d for d in snaps.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
-        if found:
-            return found[-1]
+        for cached in info.repos:
+            if cached.repo_type == "dataset" and cached.repo_id == repo and cached.revisions:
+                best = max(cached.revisions, key=lambda r: ("main" in r.refs, r.last_modified))
+                return Path(best.snapshot_path)
     return None
 
 
@@ -100,7 +106,7 @@ def resolve_input(spec: str | os.PathLike) -> Path:
         searched = ", ".join(str(c / ("datasets--" + repo.replace("/", "--"))) for c in hub_cache_dirs())
         raise DataError(
             f"{spec}: dataset {repo} is not in the local HF cache (searched {searched}); "
-            f"download it there first (huggingface-cli download --repo-type dataset {repo})"
+            f"the workflow's fetch job downloads it (or: hf download --repo-type dataset {repo})"
         )
     p = snap / sub if sub else snap
     if not p.exists():

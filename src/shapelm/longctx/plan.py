@@ -131,6 +131,13 @@ def check_longctx(exp: Experiment) -> list[str]:
     return errors
 
 
+def fetched_by_job(exp: Experiment, key: str, spec: str) -> bool:
+    """Whether a `fetch` job of the workflow stands for input `key` (not there yet, or there)."""
+    from shapelm.fetch import fetching, longctx_input
+
+    return fetching(exp) and longctx_input(key, str(spec), INPUT_SPLITS.get(key), "") is not None
+
+
 def _input_errors(exp: Experiment, settings: dict[str, Any], who: str) -> list[str]:
     errors = []
     need = needed_inputs(settings)
@@ -143,6 +150,8 @@ def _input_errors(exp: Experiment, settings: dict[str, Any], who: str) -> list[s
             continue
         if key not in need and key != "words":
             continue  # given but unused (e.g. squad with qa_1 left out of ruler_tasks)
+        if fetched_by_job(exp, key, spec):
+            continue  # a `fetch` job gets it, or says in one line why it cannot (shapelm.fetch)
         problem = input_problem(spec, INPUT_SPLITS.get(key))  # a hub miss names the caches searched
         if problem:
             errors.append(f"longctx.{key}: {problem}; needed by {who} for {need.get(key, INPUTS[key])}")

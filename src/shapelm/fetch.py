@@ -1,0 +1,379 @@
+"""The fetch stage: every external input of an experiment as one `fetch` job of the DAG.
+
+The jobs that read an input run where the hub may be out of reach (compute nodes, often with
+``HF_HUB_OFFLINE=1``), so nothing there downloads. The ``fetch`` rule (a Snakemake local rule:
+it runs on the host running Snakemake, where the network is) downloads each input into the
+Hugging Face cache the jobs read, and every job that reads it depends on its record
+``work/EXP/inputs/NAME.json`` (repo, requested revision, the commit fetched, the local path):
+
+* tokenizers named by hub id (``data.tokenizer``, a scale's ``data.tokenizer``, the slicer's
+  source tokenizer), their ``tokenizer.json`` and configs: ``huggingface_hub.snapshot_download``;
+* long-context inputs given as ``hf:OWNER/NAME[/SUBDIR]`` dataset repos (PG19, Proof-pile, the
+  RULER QA sets): the split the stage reads, nothing else;
+* lm-eval's task datasets of the runs' ``eval.tasks``: ``datasets.load_dataset`` (what lm-eval
+  calls) fills the datasets cache lm-eval reads offline;
+* the GPT-2 family of Tapered Section 4's novelty analysis (``novelty_hf`` jobs);
+* long-context inputs given as local files (RULER's essay file): no hub repository holds them;
+  their job only checks that the file is there and says where it comes from if not.
+
+A revision pinned in the config (``owner/name@REV`` for a tokenizer) is the one fetched; the
+commit a branch resolved to is recorded either way. The OLMo-2 shards are not inputs of this
+stage: the slicer streams them (shapelm.data).
+
+`experiment_inputs(exp)` lists the inputs (plan time, no network, no cache lookups);
+`fetch(inp)` fetches one (one `FetchError` line for a gated repository without a token, an
+unknown one, or one absent from the cache under ``HF_HUB_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from shapelm.errors import DataError
+
+#: Files of a tokenizer repository the data and evaluation stages read.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+#: Files of a model repository the novelty analysis loads (safetensors weights only).
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
+               "vocab.json", "merges.txt")
+KINDS = ("model", "dataset", "task", "file")
+
+
+class FetchError(DataError):
+    """An input that cannot be fetched, as one line naming it."""
+
+
+@dataclass(frozen=True)
+class Input:
+    """One external input: `kind` model (a hub model repo), dataset (a hub dataset repo), task
+    (lm-eval's `datasets.load_dataset(repo, config)`) or file (a local file placed by hand)."""
+
+    name: str
+    kind: str
+    repo: str  # hub id, or the local path of a `file`
+    needed_by: str
+    revision: str | None = None
+    include: tuple[str, ...] = ()  # allow-patterns of a repo download (all files if empty)
+    config: str | None = None  # a task dataset's configuration
+    hint: str = ""  # where a `file` comes from
+
+    def args(self) -> list[str]:
+        """The `shapelm fetch` arguments that fetch this input."""
+        out = ["--kind", self.kind, "--repo", self.repo, "--name", self.name, "--needed-by", self.needed_by]
+        for flag, value in (("--revision", self.revision), ("--config", self.config), ("--hint", self.hint)):
+            if value:
+                out += [flag, value]
+        for pattern in self.include:
+            out += ["--include", pattern]
+        return out
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("/", "--")).strip("-")
+
+
+def is_hub_id(spec: str) -> bool:
+    """``owner/name`` (``@rev`` allowed) that is not a local path: a hub repository."""
+    from shapelm.data.tokenizer import split_revision
+
+    repo, _ = split_revision(str(spec))
+    return (repo.count("/") == 1 and not repo.startswith((".", "/", "~"))
+            and not Path(str(spec)).expanduser().exists())
+
+
+def tokenizer_input(spec: str, needed_by: str) -> Input | None:
+    """The fetch of a tokenizer spec, or None (a local file, the default corpus' tokenizer)."""
+    from shapelm.data.tokenizer import split_revision
+
+    if not spec or str(spec).startswith("default") or not is_hub_id(spec):
+        return None
+    repo, revision = split_revision(str(spec))
+    return Input(f"tokenizer-{slug(repo)}" + (f"-{slug(revision)}" if revision else ""), "model", repo,
+                 needed_by, revision, TOKENIZER_FILES)
+
+
+def model_input(repo: str, needed_by: str) -> Input:
+    return Input(f"model-{slug(repo)}", "model", repo, needed_by, include=MODEL_FILES)
+
+
+def longctx_input(key: str, spec: str, split: str | None, needed_by: str) -> Input | None:
+    """The fetch of a long-context input spec (``hf:``, ``datasets:``, a local path), or None
+    for an input that is there (a local file or directory that exists)."""
+    from shapelm.longctx.inputs import parse_hub
+    from shapelm.longctx.sources import DATASETS_PREFIX
+
+    spec = str(spec)
+    if spec.startswith(DATASETS_PREFIX):
+        target = spec[len(DATASETS_PREFIX):]
+        if target.startswith("hf:"):
+            spec = target
+        elif is_hub_id(target.partition(":")[0]):
+            path, _, config = target.partition(":")
+            return Input(f"{key}-{slug(target)}", "task", path, needed_by, config=config or None)
+        else:
+            return None
+    hub = parse_hub(spec)
+    if hub is None:
+        if Path(spec).expanduser().exists():
+            return None
+        return Input(f"{key}-file", "file", spec, needed_by, hint=LOCAL_FILE_HINTS.get(key, ""))
+    repo, sub = hub
+    prefix = f"{sub}/" if sub else ""
+    include = (f"{prefix}{split}/*", f"{prefix}{split}-*", f"{prefix}{split}.*", f"{prefix}{split}_*") \
+        if split else (f"{prefix}*",)
+    return Input(f"{key}-{slug(repo)}", "dataset", repo, needed_by, include=include)
+
+
+#: Where the long-context inputs that are files (not hub repositories) come from.
+LOCAL_FILE_HINTS = {
+    "essays": "RULER's scripts/data/synthetic/json/download_paulgraham_essay.py writes PaulGrahamEssays.json",
+    "squad": "SQuAD v2 dev-v2.0.json (RULER's download_qa_dataset.sh), or set hf:rajpurkar/squad_v2/squad_v2",
+    "hotpotqa": "hotpot_dev_distractor_v1.json (RULER's download_qa_dataset.sh), or set "
+                "hf:hotpotqa/hotpot_qa/distractor",
+    "words": "a word list, one word a line",
+}
+
+
+def task_input(task: str, needed_by: str) -> Input | None:
+    """lm-eval's dataset of a task shapelm knows (its `hub` default), or None (generated data)."""
+    from shapelm.evaluation.tasks import SPECS
+
+    spec = SPECS.get(task)
+    if spec is None or not spec.hub:
+        return None
+    path, _, config = spec.hub.partition(":")
+    return Input(f"task-{slug(spec.hub)}", "task", path, needed_by, config=config or None)
+
+
+def fetching(exp) -> bool:
+    """Whether the experiment reads hub inputs: not the tiny default (its corpus stands in for
+    them and no hub is assumed) nor a rehearsal (its inputs are made on this machine)."""
+    return exp.section("data").get("source", "default") != "default" and not exp.raw.get("rehearsal")
+
+
+def experiment_inputs(exp) -> dict[str, Input]:
+    """{name: Input} of every external input the experiment's jobs read (see the module
+    docstring); {} where :func:`fetching` is false. Reads no data and asks no server."""
+    if not fetching(exp):
+        return {}
+    found: dict[str, Input] = {}
+
+    def add(inp: Input | None) -> None:
+        if inp is not None and inp.name not in found:
+            found[inp.name] = inp
+
+    for tok, who in _tokenizers(exp):
+        add(tokenizer_input(tok, who))
+    for key, spec, split, who in _longctx_specs(exp):
+        add(longctx_input(key, spec, split, who))
+    for task, who in _tasks(exp):
+        add(task_input(task, who))
+    for repo in novelty_models(exp).values():
+        add(model_input(repo, "Tapered Figure 4's novelty analysis"))
+    return found
+
+
+def _tokenizers(exp) -> list[tuple[str, str]]:
+    from shapelm.data import plan as data_plan
+
+    out = [(data_plan.source_tokenizer(exp.section("data")), "data (the slicer's source tokenizer)")]
+    for scale in dict.fromkeys(exp.run(r)["scale"] for r in exp.runs):
+        data = data_plan.scale_data(exp.raw, scale)
+        out.append((data_plan.source_tokenizer(data), f"scale {scale}"))
+        out.append((data_plan.run_tokenizer(data), f"scale {scale} (data.tokenizer)"))
+    return out
+
+
+def _longctx_specs(exp) -> list[tuple[str, str, str | None, str]]:
+    from shapelm.longctx.inputs import INPUT_SPLITS
+    from shapelm.longctx.plan import longctx_settings, needed_inputs
+
+    if not any(exp.run(r)["longctx"] for r in exp.runs):
+        return []
+    settings = longctx_settings(exp)
+    need = needed_inputs(settings)
+    out = []
+    for key, what in need.items():
+        if settings.get(key):
+            out.append((key, str(settings[key]), INPUT_SPLITS.get(key), f"longctx.{key} ({what})"))
+    if settings.get("words"):
+        out.append(("words", str(settings["words"]), None, "longctx.words"))
+    return out
+
+
+def _tasks(exp) -> list[tuple[str, str]]:
+    return [(task, f"eval.tasks of run {run}") for run in exp.runs for task in hub_tasks(exp, run)]
+
+
+def hub_tasks(exp, run: str) -> list[str]:
+    """The tasks `run` evaluates on their hub datasets (not on stand-ins or given files)."""
+    from shapelm.evaluation.standins import standin_tasks
+    from shapelm.evaluation.tasks import expand_task_names
+
+    ev = exp.run(run)["eval"]
+    local = set(standin_tasks(ev.get("standin_tasks", []))) | set(ev.get("task_data", {}))
+    return [t for t in expand_task_names(ev.get("tasks", ["olmo"])) if t not in local]
+
+
+def novelty_models(exp) -> dict[str, str]:
+    """{name: hub repo} of the GPT-2 family the novelty analysis runs on: all of it where the
+    experiment fetches its inputs, else the members already cached here."""
+    from shapelm.analysis.hub import GPT2_FAMILY, cached_family
+
+    if not any("tapered_fig4_novelty" in exp.run(r)["tables"] for r in exp.runs):
+        return {}
+    cached = cached_family()
+    if not fetching(exp):
+        return cached
+    return {name: cached.get(name, ids[-1]) for name, ids in GPT2_FAMILY.items()}
+
+
+def record_path(work_dir: str | os.PathLike, inp: Input | str) -> Path:
+    """Where the fetch job of `inp` writes its record (the file later jobs depend on)."""
+    return Path(work_dir) / "inputs" / f"{inp if isinstance(inp, str) else inp.name}.json"
+
+
+def plan_notes(exp, work_dir: str | os.PathLike) -> list[str]:
+    """One line per input not fetched yet: which job will fetch it."""
+    notes = []
+    for name, inp in experiment_inputs(exp).items():
+        if record_path(work_dir, name).is_file():
+            continue
+        if inp.kind == "file":
+            notes.append(f"{inp.repo} ({inp.needed_by}): not there; job fetch (input={name}) fails until it "
+                         f"is placed there ({inp.hint or 'no hub repository holds it'})")
+        else:
+            notes.append(f"{inp.repo} ({inp.needed_by}): will be fetched by job fetch (input={name})")
+    return notes
+
+
+# --- fetching -----------------------------------------------------------------------------------
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
+def fetch(inp: Input, progress: bool = True) -> dict[str, Any]:
+    """Fetch `inp` into the local HF caches; its record (see the module docstring)."""
+    record = {"input": asdict(inp)}
+    if inp.kind == "file":
+        path = Path(inp.repo).expanduser()
+        if not path.exists():
+            raise FetchError(f"{inp.repo}: no such file, needed by {inp.needed_by}; no hub repository "
+                             f"holds it, place it there ({inp.hint})" if inp.hint else
+                             f"{inp.repo}: no such file, needed by {inp.needed_by}")
+        return {**record, "path": str(path.resolve())}
+    if inp.kind == "task":
+        return {**record, **_fetch_task(inp)}
+    return {**record, **_fetch_repo(inp, progress)}
+
+
+def _fetch_repo(inp: Input, progress: bool) -> dict[str, Any]:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    repo_type = "dataset" if inp.kind == "dataset" else "model"
+    at = f" at revision {inp.revision}" if inp.revision else ""
+    who = f"{inp.repo}{at} ({repo_type}, needed by {inp.needed_by})"
+    offline = _offline()
+    for client in ("httpx", "httpx2"):  # one INFO line per request: the progress bar says enough
+        logging.getLogger(client).setLevel(logging.WARNING)
+    if not progress:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    try:
+        path = snapshot_download(inp.repo, repo_type=repo_type, revision=inp.revision,
+                                 allow_patterns=list(inp.include) or None, local_files_only=offline)
+    except GatedRepoError:
+        raise FetchError(f"{who}: a gated repository; accept its terms at "
+                         f"https://huggingface.co/{inp.repo} and give a token (HF_TOKEN, or `hf auth login`)") from None
+    except RevisionNotFoundError:
+        raise FetchError(f"{who}: the hub has no such revision") from None
+    except RepositoryNotFoundError:
+        raise FetchError(f"{who}: no such repository on {_endpoint()} (or it is private: give a token)") from None
+    except LocalEntryNotFoundError:
+        if offline:
+            raise FetchError(f"{who}: not in the local HF cache, and HF_HUB_OFFLINE=1 forbids downloading it; "
+                             "run the fetch jobs where the hub is reachable") from None
+        raise FetchError(f"{who}: {_endpoint()} cannot be reached and the local HF cache lacks it") from None
+    except HfHubHTTPError as err:
+        raise FetchError(f"{who}: {str(err).splitlines()[0]}") from None
+    snapshot = Path(path)
+    files = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
+    if not files:
+        raise FetchError(f"{who}: no file of the repository matches {list(inp.include)}")
+    return {"repo_type": repo_type, "commit": snapshot.name, "path": str(snapshot), "files": files}
+
+
+def _fetch_task(inp: Input) -> dict[str, Any]:
+    import datasets
+
+    who = f"{inp.repo}" + (f" ({inp.config})" if inp.config else "") + f", needed by {inp.needed_by}"
+    try:
+        ds = datasets.load_dataset(inp.repo, inp.config, revision=inp.revision)
+    except Exception as err:  # datasets raises ConnectionError, DatasetNotFoundError, ValueError...
+        if _offline() or datasets.config.HF_HUB_OFFLINE:
+            raise FetchError(f"{who}: not in the datasets cache, and HF_HUB_OFFLINE=1 forbids downloading "
+                             "it; run the fetch jobs where the hub is reachable") from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise FetchError(f"{who}: datasets cannot load it ({err.__class__.__name__}: {first})") from None
+    return {"splits": {split: len(d) for split, d in ds.items()}}
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def write_record(record: dict[str, Any], out: str | os.PathLike) -> None:
+    from shapelm.config import write_json_atomic
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out, record)
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fetch", help="download one external input into the local HF cache (the `fetch` jobs)",
+        formatter_class=__import__("argparse").ArgumentDefaultsHelpFormatter)
+    p.add_argument("--kind", choices=KINDS, required=True,
+                   help="model / dataset: a hub repository; task: lm-eval's datasets.load_dataset; "
+                        "file: a local file that must be there")
+    p.add_argument("--repo", required=True, help="hub id (owner/name), or the path of a file")
+    p.add_argument("--name", default="", help="the input's name in the workflow")
+    p.add_argument("--needed-by", default="this experiment", help="what reads it (for messages)")
+    p.add_argument("--revision", default=None, help="branch, tag or commit (default: main)")
+    p.add_argument("--config", default=None, help="a task dataset's configuration name")
+    p.add_argument("--include", action="append", default=[],
+                   help="only files matching this pattern (repeatable; default: every file)")
+    p.add_argument("--hint", default="", help="where a missing file comes from")
+    p.add_argument("--out", required=True, help="the record (JSON) to write")
+    p.add_argument("--no-progress", action="store_true", help="no download progress bars")
+    p.set_defaults(func=_cmd_fetch)
+
+
+def _cmd_fetch(args) -> int:
+    inp = Input(args.name or slug(args.repo), args.kind, args.repo, args.needed_by, args.revision,
+                tuple(args.include), args.config, args.hint)
+    record = fetch(inp, progress=not args.no_progress)
+    write_record(record, args.out)
+    print(json.dumps({k: record[k] for k in ("commit", "path", "splits") if k in record}))
+    return 0
+
