@@ -1,6 +1,7 @@
 """Token directory contract: round trip, windows, and every validation error names the file."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -112,27 +113,38 @@ def test_manifest_paths_stay_in_the_directory(tmp_path, bad):
         TokenStore(d, check_ids=False)
 
 
-def test_checksum_cache_skips_unchanged_files(tmp_path, monkeypatch):
+def test_checksum_cache_rereads_every_file_with_the_fast_hash_only(tmp_path, monkeypatch):
     from shapelm.data import tokens
 
     d = make_dir(tmp_path)
     cache = tmp_path / "cache.json"
-    hashed = []
-    real = tokens.sha256_file
-    monkeypatch.setattr(tokens, "sha256_file", lambda p: hashed.append(p.name) or real(p))
-    TokenStore(d).verify_checksums(cache)
-    assert sorted(hashed) == ["part-00000.u32", "part-00001.u32"] and cache.is_file()
-    hashed.clear()
-    TokenStore(d).verify_checksums(cache)  # a restart: nothing read again
-    assert hashed == []
-    # an altered file (same size, new mtime) is hashed again and refused
+    reads = []
+    real = tokens.digest_file
+
+    def spy(path, *hashers, **kwargs):
+        reads.append((path.name, sorted(h.name.lower() for h in hashers)))
+        return real(path, *hashers, **kwargs)
+
+    monkeypatch.setattr(tokens, "digest_file", spy)
+    TokenStore(d).verify_checksums(cache)  # the first start: sha256 and the fast hash, one read
+    assert reads == [(name, ["sha256", "xxh3_128"]) for name in ("part-00000.u32", "part-00001.u32")]
+    reads.clear()
+    TokenStore(d).verify_checksums(cache)  # a restart: every byte again, the fast hash only
+    assert reads == [(name, ["xxh3_128"]) for name in ("part-00000.u32", "part-00001.u32")]
+    # one id changed, size and mtime kept (bit rot): refused in one line naming the file
     f = d / "part-00001.u32"
+    st = f.stat()
     a = np.fromfile(f, dtype="<u4")
     a[3] = (a[3] + 1) % 1000
     a.tofile(f)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(DataError, match=r"part-00001\.u32: contents changed since they matched "
+                                        r"the manifest's sha256 \(xxh3-128 [0-9a-f]{32}, "):
+        TokenStore(d).verify_checksums(cache)
+    # without the cache (or with a new manifest sha256), the sha256 decides
+    cache.unlink()
     with pytest.raises(DataError, match=r"part-00001\.u32: sha256 mismatch"):
         TokenStore(d).verify_checksums(cache)
-    assert hashed == ["part-00001.u32"]
 
 
 def test_read_checked_names_file_and_position(tmp_path):

@@ -92,7 +92,7 @@ def test_altered_token_file_is_refused_before_the_first_step(tokens, tmp_path, c
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before any update
 
 
-def test_token_checksums_are_cached_across_restarts(tokens, tmp_path, monkeypatch):
+def test_a_restart_re_verifies_tokens_by_their_fast_hash_only(tokens, tmp_path, monkeypatch):
     from shapelm.data import tokens as token_module
 
     out = tmp_path / "run"
@@ -100,12 +100,39 @@ def test_token_checksums_are_cached_across_restarts(tokens, tmp_path, monkeypatc
     cache = json.loads((out / "token-checksums.json").read_text())
     assert [entry["sha256"] for entry in cache.values()] == [
         f["sha256"] for f in json.loads((tokens / "manifest.json").read_text())["files"]]
+    read = []
+    real = token_module.digest_file
 
-    def no_hashing(path):
-        raise AssertionError(f"{path} hashed again on restart")
+    def no_sha256(path, *hashers, **kwargs):
+        if path.suffix == ".u32":  # (checkpoints are hashed by sha256 on resume)
+            assert [h.name.lower() for h in hashers] == ["xxh3_128"], f"{path}: sha256 again on restart"
+            read.append(path)
+        return real(path, *hashers, **kwargs)
 
-    monkeypatch.setattr(token_module, "sha256_file", no_hashing)
+    monkeypatch.setattr(token_module, "digest_file", no_sha256)
     assert train(run_config(), out, data_dir=tokens, progress=False, max_steps=4).step == 4
+    assert [p.name for p in read] == ["part-00000.u32"]  # but every byte is read again
+
+
+def test_a_byte_flipped_with_its_mtime_kept_is_caught_at_the_next_start(tokens, tmp_path,
+                                                                        capsys):
+    data = copy_tokens(tokens, tmp_path / "tok")
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "run.json", run_config())
+    assert cli(capsys, config, "--out", out, "--data", data, "--max-steps", 2)[0] == 0
+    f = data / "part-00000.u32"
+    st = f.stat()
+    ids = np.fromfile(f, dtype="<u4")
+    ids[5000] = (ids[5000] + 1) % VOCAB  # still a valid id, same size
+    ids.tofile(f)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # bit rot keeps the mtime
+    assert f.stat().st_mtime_ns == st.st_mtime_ns
+    code, err = cli(capsys, config, "--out", out, "--data", data)
+    assert code == 2
+    assert "part-00000.u32: contents changed since they matched the manifest's sha256" in (
+        error_line(err))
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+            ] == [1, 2]  # not one more update on the altered data
 
 
 def test_id_beyond_vocab_behind_a_stale_manifest_names_file_and_position(tokens, tmp_path):

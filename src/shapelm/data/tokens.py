@@ -32,16 +32,31 @@ DTYPE = np.dtype("<u4")
 SCAN_CHUNK = 1 << 24
 
 
+def digest_file(path: str | os.PathLike, *hashers, chunk_bytes: int = 1 << 24) -> None:
+    """Feed every byte of a file to each of `hashers` (hashlib-like), in one read."""
+    buf = bytearray(chunk_bytes)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            for h in hashers:
+                h.update(view[:n])
+
+
 def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 24) -> str:
     """sha256 hex digest of a file, read in chunks."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(chunk_bytes)
-            if not b:
-                break
-            h.update(b)
+    digest_file(path, h, chunk_bytes=chunk_bytes)
     return h.hexdigest()
+
+
+def fast_hash():
+    """The hash a token file is re-verified with at every start: xxh3-128 runs at the speed
+    of reading the file (benchmarks/token_verify.py), sha256 at a third of it. Not a
+    cryptographic hash: it is compared with the value computed in the same pass as the sha256
+    that matched the manifest, to catch bytes that changed since (bit rot, an edit)."""
+    import xxhash
+
+    return xxhash.xxh3_128()
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -225,26 +240,36 @@ class TokenStore:
 
     # -- validation -----------------------------------------------------------------------
     def verify_checksums(self, cache: str | os.PathLike | None = None) -> None:
-        """Recompute every file's sha256 and compare it with the manifest's.
+        """Every file's sha256 equals the manifest's.
 
-        With `cache` (a small JSON file, e.g. in the run directory), a file whose size and
-        mtime match the ones recorded when it last verified is not read again, so a restart
-        costs a `stat` per file; the cache is rewritten when anything was hashed."""
+        With `cache` (a small JSON file, e.g. in the run directory), the first verification also
+        records each file's fast hash (`fast_hash`, in the same read); later ones re-read every
+        file in full but compute only that hash (about the cost of the read), so a byte that
+        changed since, whatever its size and mtime say, is caught at the next start. A file
+        whose size or manifest sha256 changed is verified by sha256 again."""
         known = _read_checksum_cache(cache) if cache is not None else {}
         hashed = False
         for entry, f in zip(self.manifest["files"], self.files):
             want = entry.get("sha256")
             if want is None:
                 raise DataError(f"{f}: no sha256 in the manifest to verify against")
-            st = f.stat()
-            key = str(f.resolve())
-            seen = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": want}
-            if known.get(key) == seen:
+            key, size = str(f.resolve()), f.stat().st_size
+            seen = known.get(key)
+            if (isinstance(seen, dict) and seen.get("size") == size
+                    and seen.get("sha256") == want and isinstance(seen.get("xxh3_128"), str)):
+                fast = fast_hash()
+                digest_file(f, fast)
+                if fast.hexdigest() != seen["xxh3_128"]:
+                    raise DataError(
+                        f"{f}: contents changed since they matched the manifest's sha256 "
+                        f"(xxh3-128 {fast.hexdigest()}, {cache} records {seen['xxh3_128']}): "
+                        f"bit rot or an edit")
                 continue
-            got = sha256_file(f)
-            if got != want:
-                raise DataError(f"{f}: sha256 mismatch (manifest {want}, file {got})")
-            known[key] = seen
+            sha, fast = hashlib.sha256(), fast_hash()
+            digest_file(f, sha, fast)
+            if sha.hexdigest() != want:
+                raise DataError(f"{f}: sha256 mismatch (manifest {want}, file {sha.hexdigest()})")
+            known[key] = {"size": size, "sha256": want, "xxh3_128": fast.hexdigest()}
             hashed = True
         if cache is not None and hashed:
             atomic_write_json(cache, known)

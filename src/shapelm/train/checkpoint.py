@@ -29,16 +29,28 @@ killed mid-save) is ignored and removed at the next start.
 On resume the newest checkpoint whose files all have the size and sha256 that `meta.json`
 records is used; a newer one that is truncated, unreadable or altered (a flipped bit on disk,
 a half-copied directory) is skipped with a warning naming the file. The sha256 of the large
-files is computed while they are written, so saving reads nothing back.
+files is computed while they are written, so saving reads nothing back. Every file of the
+directory must be listed with its sha256: a checkpoint whose meta.json has no checksum list
+(or leaves a file out, or lists one that is not there) is not used.
+
+No code runs from a checkpoint. The checksums catch accidents, not an attacker: whoever can
+replace a file can rewrite meta.json too. What protects the process is how files are read:
+every `.pt` file with `torch.load(weights_only=True)`; DCP's index `dcp/.metadata` (a pickle)
+with an unpickler that admits only DCP's own metadata classes (SAFE_DCP_GLOBALS), before any
+shard is read; DCP's non-tensor items (the optimizer's hyper-parameters, stored as
+`torch.save` bytes in the shards) with `weights_only=True` too (SafeLoadPlanner), where
+torch's own planner would unpickle them freely.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
@@ -51,6 +63,7 @@ import numpy as np
 import torch
 
 from shapelm.data.tokens import sha256_file
+from shapelm.errors import ShapelmError
 from shapelm.files import fsync_path
 
 log = logging.getLogger(__name__)
@@ -164,24 +177,38 @@ def list_checkpoints(out_dir: Path) -> list[tuple[int, Path]]:
 
 def problem(path: Path, verify: bool = True) -> str | None:
     """Why the checkpoint `path` is not usable (None: it is): meta.json must parse and list
-    the main files, every file it lists must have its recorded size and (`verify`) sha256.
-    Checkpoints written before sha256s were recorded are checked by size only."""
+    the main files and every file of the directory with its size and sha256; every file must
+    have its recorded size and (`verify`) sha256, and a sharded checkpoint's DCP index must
+    hold only DCP's metadata classes (read_dcp_metadata). Nothing is unpickled before the
+    sha256s match."""
     try:
         meta = json.loads((path / "meta.json").read_text())
-        files, digests = meta["files"], meta.get("sha256") or {}
+        files, digests = meta["files"], meta.get("sha256")
+        if not isinstance(files, dict) or not isinstance(digests, dict):
+            return (f"{path / 'meta.json'} has no sha256 checksum list: the checkpoint cannot be "
+                    f"verified and is not used")
         required = SHARDED_FILES if meta.get("checkpoint_format") == "sharded" else MAIN_FILES
         missing = [name for name in required if name not in files]
         if missing:
             return f"meta.json lists no {', '.join(missing)}"
+        on_disk = {p.relative_to(path).as_posix() for p in path.rglob("*")
+                   if not p.is_dir()} - {"meta.json"}
+        unlisted = sorted(on_disk - set(files)) + sorted(set(files) - set(digests))
+        if unlisted:
+            return f"{path / unlisted[0]}: no sha256 in meta.json, cannot be verified"
         for name, size in files.items():
             have = (path / name).stat().st_size
             if have != size:
                 return f"{path / name}: {have} bytes, meta.json records {size} (truncated?)"
         if verify:
-            for name, want in digests.items():
-                got = sha256_file(path / name)
+            for name in files:
+                got, want = sha256_file(path / name), digests[name]
                 if got != want:
                     return f"{path / name}: sha256 {got} differs from meta.json's {want} (altered?)"
+            if is_sharded(path):
+                read_dcp_metadata(path / DCP_DIR)
+    except UnsafeCheckpointError as err:
+        return str(err)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         return f"unreadable ({type(err).__name__}: {err})"
     return None
@@ -337,9 +364,11 @@ def load_sharded(path: Path, model, optimizer) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
+    read_dcp_metadata(Path(path) / DCP_DIR)  # refused here, in one line, rather than inside DCP
     state = _sharded_state(model, optimizer)
-    with _one_process_is_meant():
-        dcp.load(state, checkpoint_id=str(Path(path) / DCP_DIR))
+    with _one_process_is_meant(), _one_line_errors(path):
+        dcp.load(state, storage_reader=SafeFileSystemReader(Path(path) / DCP_DIR),
+                 planner=SafeLoadPlanner())
     set_state_dict(model, optimizer, model_state_dict=state["model"],
                    optim_state_dict=state["optimizer"])
 
@@ -348,19 +377,128 @@ def load_model_state(path: Path) -> dict[str, torch.Tensor]:
     """The full model state dict of a checkpoint of either format, in one process (export,
     evaluation): model.pt, or the sharded model state assembled from every rank's shards."""
     path = Path(path)
+    why = problem(path, verify=True)
+    if why is not None:
+        raise UnsafeCheckpointError(f"{path}: not read: {why}")
     if not is_sharded(path):
         return load_torch(path / "model.pt", mmap=True)
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    reader = dcp.FileSystemReader(str(path / DCP_DIR))
+    reader = SafeFileSystemReader(path / DCP_DIR)
     entries = reader.read_metadata().state_dict_metadata
     model = {key.removeprefix("model."): torch.empty(m.size, dtype=m.properties.dtype)
              for key, m in entries.items()
              if key.startswith("model.") and isinstance(m, TensorStorageMetadata)}
-    with _one_process_is_meant():
-        dcp.load({"model": model}, storage_reader=reader, no_dist=True)
+    with _one_process_is_meant(), _one_line_errors(path):
+        dcp.load({"model": model}, storage_reader=reader, planner=SafeLoadPlanner(),
+                 no_dist=True)
     return model
+
+
+@contextlib.contextmanager
+def _one_line_errors(path: Path):
+    """DCP wraps a reader's error, with its traceback, in a CheckpointException: unwrap ours."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    try:
+        yield
+    except CheckpointException as err:
+        causes = [f[0] if isinstance(f, tuple) else f for f in err.failures.values()]
+        ours = next((c for c in causes if isinstance(c, UnsafeCheckpointError)), None)
+        if ours is not None:
+            raise UnsafeCheckpointError(f"{path}: {ours}") from None
+        raise
+
+
+# -- reading DCP without running code from it ---------------------------------------------------
+class UnsafeCheckpointError(ShapelmError):
+    """A checkpoint file asks to run code (or names a class no checkpoint holds)."""
+
+
+#: Everything a DCP index (`dcp/.metadata`) written by torch names: its metadata dataclasses,
+#: torch.Size, dtypes and layouts, and the path it was written to. Anything else (os.system,
+#: builtins.eval, ...) is refused before it is looked up.
+SAFE_DCP_GLOBALS = {
+    ("torch.distributed.checkpoint.metadata", name) for name in (
+        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING")
+} | {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"), ("torch.serialization", "_get_layout"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
+    ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict"),
+}
+
+
+class _DcpMetadataUnpickler(pickle.Unpickler):
+    def __init__(self, f, where: Path):
+        super().__init__(f)
+        self.where = where
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in SAFE_DCP_GLOBALS or (
+                module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
+            return super().find_class(module, name)
+        raise UnsafeCheckpointError(
+            f"{self.where}: refers to {module}.{name}, which no DCP index holds (code in a "
+            f"checkpoint?); not loaded")
+
+
+def read_dcp_metadata(dcp_dir: Path):
+    """The DCP index of `dcp_dir`, unpickled admitting only SAFE_DCP_GLOBALS."""
+    where = Path(dcp_dir) / ".metadata"
+    with open(where, "rb") as f:
+        try:
+            return _DcpMetadataUnpickler(f, where).load()
+        except UnsafeCheckpointError:
+            raise
+        except Exception as err:  # a damaged pickle raises anything from its constructors
+            raise UnsafeCheckpointError(f"{where}: unreadable ({type(err).__name__}: {err})") from None
+
+
+@functools.cache
+def _safe_dcp_classes():
+    """torch's DCP reader and load planner, with every unpickling made safe (defined lazily:
+    torch.distributed.checkpoint is slow to import)."""
+    import io
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class Reader(dcp.FileSystemReader):
+        def read_metadata(self, *args, **kwargs):
+            if kwargs.get("rank") is not None:  # per-rank index files: never written here
+                raise UnsafeCheckpointError(f"{self.path}: per-rank DCP metadata is not read")
+            metadata = read_dcp_metadata(Path(self.path))
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    class Planner(dcp.DefaultLoadPlanner):
+        def load_bytes(self, read_item, value: io.BytesIO) -> None:
+            try:
+                obj = torch.load(value, weights_only=True)
+            except pickle.UnpicklingError:  # torch's message is a page long
+                raise UnsafeCheckpointError(
+                    f"DCP item {read_item.dest_index.fqn}: not plain data (names code?), "
+                    f"not loaded") from None
+            if self.flatten_state_dict:
+                from torch.distributed.checkpoint._traverse import set_element
+                set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
+            else:
+                self.state_dict[read_item.dest_index.fqn] = obj
+
+    return Reader, Planner
+
+
+def SafeFileSystemReader(path: Path):  # noqa: N802 (a class, built lazily)
+    return _safe_dcp_classes()[0](str(path))
+
+
+def SafeLoadPlanner():  # noqa: N802
+    return _safe_dcp_classes()[1]()
 
 
 @contextlib.contextmanager

@@ -34,7 +34,8 @@ from shapelm.train.storage import make_group_readable, probe_writable, storage_e
 log = logging.getLogger(__name__)
 
 
-#: Where rank 0 remembers which token files verified, by size and mtime (a restart re-reads none).
+#: Where rank 0 records the fast hash of each token file whose sha256 verified (a restart
+#: re-reads every file but computes only that hash: shapelm.data.tokens.fast_hash).
 TOKEN_CHECKSUM_CACHE = "token-checksums.json"
 
 
