@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,33 @@ def test_default_tiny_figures_render(default_ctx):
         assert any(len(ln.get_xdata()) for ax in fig.axes for ln in ax.get_lines()) or \
             any(ax.patches or ax.images for ax in fig.axes), name
         plt.close(fig)
+
+
+def test_lws_table3_reads_the_in_distribution_split_as_its_figures(default_ctx, tmp_path):
+    """LWS Table 3's final PPL (and its std over seeds) is the in-distribution split of Figures
+    4-7, not the mean of the held-out sets; the sets' value stands beside it."""
+    t3, fig4 = rows(default_ctx, "lws_table3", tmp_path), rows(default_ctx, "lws_fig4_val_ppl", tmp_path / "f")
+    for run in ("lws_baseline_12l", "lws_vanilla_12l"):
+        assert float(t3[run]["val_ppl_ours_value"]) == pytest.approx(float(fig4[run]["val_ppl_ours_value"]))
+        sets = float(t3[run]["val_ppl_heldout_sets_ours_value"])
+        if run == "lws_vanilla_12l":  # one run: ppl.json's mean of the four sets
+            ppl = json.loads((default_ctx.results_dir / "runs" / run / "ppl.json").read_text())
+            assert sets == pytest.approx(ppl["aggregate"]["val_ppl"])
+        assert float(t3[run]["val_ppl_ours_value"]) != pytest.approx(sets)
+    seeds = default_ctx.instances("lws_baseline_12l")
+    assert len(seeds) == 3
+    finals = [final_val(default_ctx, s)[HELDOUT_SPLIT]["ppl"] for s in seeds]
+    assert float(t3["lws_baseline_12l"]["val_ppl_ours_value"]) == pytest.approx(statistics.fmean(finals))
+    assert float(t3["lws_baseline_12l"]["val_ppl_std_ours_value"]) == pytest.approx(statistics.stdev(finals))
+    assert float(t3["lws_baseline_12l"]["n_runs_ours_value"]) == 3
+
+
+def test_claims_compare_the_in_distribution_split(paper_ctx):
+    from shapelm.results.claims import derived_claims
+
+    by_id = {c.id: c for c in derived_claims(paper_ctx)}
+    crown = final_val(paper_ctx, "lws_crown_18l")[HELDOUT_SPLIT]["ppl"]
+    base = [final_val(paper_ctx, s)[HELDOUT_SPLIT]["ppl"] for s in paper_ctx.instances("lws_baseline_18l")]
+    assert by_id["lws_crown_vs_baseline18"].ours == pytest.approx(crown / (sum(base) / len(base)) - 1)
+    cos, uni = (final_val(paper_ctx, r)[HELDOUT_SPLIT]["ppl"] for r in ("tp440m_cosine_1p5_0p5", "tp440m_uniform"))
+    assert by_id["tapered_best_vs_uniform"].ours == pytest.approx(cos - uni)

@@ -845,15 +845,25 @@ def _tapered2(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
 
 
 def _lws(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
+    """The review's Table 3 is the final validation PPL on the in-distribution held-out split, as
+    its Figures 4-7 (one reader: `indist_get`); the four held-out sets' PPL stands beside it."""
     cols, rows = _standard_table(ctx, name)
     for c in cols:
         if c.name == "params":
             c.get, c.header = A("total_params"), c.header + " (total, untied embeddings)"
-        if c.name == "n_runs":  # the seeds with a result (`seeds:`; 1 for a run without)
-            c.get, c.per_seed, c.style = (lambda ctx, row: float(ctx.seeds_done(row.run)) or None), False, "int"
+        if c.name == "val_ppl":
+            c.get, c.header = indist_get("ppl"), f"{c.header} ({INDIST_NOTE})"
+        if c.name == "n_runs":  # the seeds with a final in-distribution evaluation (1 for a run without seeds)
+            c.get, c.per_seed, c.style = (lambda ctx, row: float(_seeds_with(ctx, row, indist_get("ppl"))) or None), False, "int"
         if c.name == "val_ppl_std":  # sample std (ddof 1) over the seeds; none for one seed
-            c.get, c.per_seed = _seed_std(ppl_get("val_ppl")), False
+            c.get, c.per_seed = _seed_std(indist_get("ppl")), False
+    cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, ppl.json)",
+                           "metric", ppl_get("val_ppl"), "f3"))
     return cols, rows
+
+
+def _seeds_with(ctx: Context, row: RowRef, get: Getter) -> int:
+    return sum(1 for n in ctx.instances(row.run) if get(ctx.single, dataclasses.replace(row, run=n)) is not None)
 
 
 def _seed_std(get: Getter) -> Getter:
@@ -923,6 +933,14 @@ def indist_get(key: str = "ppl") -> Getter:
         rec = ctx.final_val(row.run) if row.run else None
         return _f(readers.val_value(rec, readers.HELDOUT_SPLIT, key)) if rec else None
     return get
+
+
+def indist_mean(ctx: Context, run: str) -> float | None:
+    """A run's final in-distribution PPL, the mean over the seeds that have it (derived_claims)."""
+    if not ctx.has_run(run):
+        return None
+    get = indist_get("ppl")
+    return spread(get(ctx.single, RowRef(n, n, n, False)) for n in ctx.instances(run)).mean
 
 
 def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
