@@ -157,3 +157,22 @@ def test_claims_compare_the_in_distribution_split(paper_ctx):
     assert by_id["lws_crown_vs_baseline18"].ours == pytest.approx(crown / (sum(base) / len(base)) - 1)
     cos, uni = (final_val(paper_ctx, r)[HELDOUT_SPLIT]["ppl"] for r in ("tp440m_cosine_1p5_0p5", "tp440m_uniform"))
     assert by_id["tapered_best_vs_uniform"].ours == pytest.approx(cos - uni)
+
+
+def test_fig3_markers_encode_the_ratio_as_the_paper(tmp_path):
+    """Figure 3: circles ~0.6, squares ~0.9 (the paper's legend), one colour per layer count."""
+    import matplotlib.pyplot as plt
+
+    exp = load_experiment(ROOT / "configs" / "paper.yaml")
+    ctx = Context(exp, tmp_path / "results", tmp_path / "work")
+    runs = ctx.runs_for_table("hourglass_fig3_906m_sweep")
+    fabricate(exp, tmp_path / "results", tmp_path / "work", runs=runs)
+    fig = FG.fig3_906m_sweep(Context(exp, tmp_path / "results", tmp_path / "work"))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "hourglass K=4, d_h/d_model ~0.6, L=12" in labels and "hourglass K=4, d_h/d_model ~0.9, L=16" in labels
+    paths = {}
+    for coll in fig.axes[0].collections:
+        if len(coll.get_offsets()):
+            paths.setdefault(len(coll.get_paths()[0].vertices), []).append(coll)
+    assert len(paths) >= 3  # star (conventional), circle, triangle, square differ in vertex count
+    plt.close(fig)
