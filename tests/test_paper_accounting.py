@@ -114,3 +114,15 @@ def test_table5_ffn_ratio_rows_change_flops_as_printed(run):
     arch = PAPER.run(run)["arch"]
     assert arch["d_h"] / arch["d_model"] == pytest.approx(named, rel=0.015)
     assert _params(run, "non_embedding") == pytest.approx(_params("hg403m_conv", "non_embedding"), rel=0.005)
+
+
+@pytest.mark.parametrize("scale", ["tp760m", "tp1300m"])
+def test_tapered_table2_backbones_match_the_transformer_size(scale):
+    """Tapered Table 2 compares four backbones at 760M and 1.3B: every backbone run (uniform
+    and tapered) within 2% of the Transformer pair's total parameters."""
+    base = param_counts(run_model_config(PAPER.run(f"{scale}_uniform"))).total
+    runs = [r for r in PAPER.runs if r.startswith(f"{scale}_") and "tapered_table2" in PAPER.run(r)["tables"]]
+    assert len(runs) == 8
+    for run in runs:
+        total = param_counts(run_model_config(PAPER.run(run))).total
+        assert total == pytest.approx(base, rel=0.02), f"{run}: {total / 1e6:.1f}M vs {base / 1e6:.1f}M"

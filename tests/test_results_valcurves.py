@@ -176,3 +176,11 @@ def test_fig3_markers_encode_the_ratio_as_the_paper(tmp_path):
             paths.setdefault(len(coll.get_paths()[0].vertices), []).append(coll)
     assert len(paths) >= 3  # star (conventional), circle, triangle, square differ in vertex count
     plt.close(fig)
+
+
+def test_tapered_table2_has_params_and_flops_columns(default_ctx, tmp_path):
+    got = rows(default_ctx, "tapered_table2", tmp_path)
+    for run in ("tp760m_uniform", "tp760m_titans_uniform"):
+        acc = default_ctx.acc(run)
+        assert float(got[run]["params_total_ours_value"]) == pytest.approx(acc["total_params"])
+        assert float(got[run]["train_flops_ours_value"]) == pytest.approx(acc["flops_step"])

@@ -325,7 +325,7 @@ TABLE_TITLES = {
     "lws_table3": "LWS Table 3: layer-wise scaling variants (~180M, 5B tokens)",
     "lws_throughput": "LWS abstract: training throughput of the variants vs the isotropic baseline",
     "throughput": "Training throughput per run (tokens/s, MFU)",
-    "tapered_decode": "Tapered backbones: per-token decode cost vs the Transformer of the same widths (ours)",
+    "tapered_decode": "Tapered backbones: per-token decode cost vs the Transformer of the same size (ours)",
     "tapered_fig3_schedules": "Tapered Figure 3: the runs drawn in the schedule figure (shapes)",
     "tapered_fig4_novelty": "Tapered Figure 4: the runs whose layer-wise novelty is measured",
     "lws_fig3_profiles": "LWS Figure 3: the runs drawn in the per-layer profile figure (shapes)",
@@ -739,8 +739,9 @@ def _fig5(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
 
 def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     """Per-token decode cost of the Tapered backbones against the run their `decode:` names (the
-    softmax Transformer of the same widths), each in its native shapes: no paper values (the
-    Tapered paper reports no decoding; docs/DECODE.md "Recurrent mixers")."""
+    softmax Transformer of the same d_model, depth and total parameters), each in its native
+    shapes: no paper values (the Tapered paper reports no decoding; docs/DECODE.md "Recurrent
+    mixers")."""
     def label(run: str) -> str:
         base = ctx.decode_baselines.get(run)
         return ctx.exp.runs[run].get("label", run) + (f" (vs {base})" if base else "")
@@ -834,6 +835,9 @@ def _tapered2(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
         if c.name == "lambada_ppl":
             c = lam
         out.append(c)
+    # The paper compares four backbones at 760M and 1.3B: their sizes and costs beside the metrics.
+    out += [_ours_only("params_total", "total params (ours)", "shape", A("total_params"), "M"),
+            _ours_only("train_flops", "train FLOPs per step (ours)", "shape", A("flops_step"), "e")]
     return out, rows
 
 
