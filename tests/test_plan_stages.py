@@ -39,3 +39,20 @@ def test_a_measurement_file_sets_that_scales_mfu(tmp_path):
     measured = run_stage_gpu_hours(PAPER, "hg906m_hg", measured_mfu(tmp_path))
     assert measured["pretraining"] == pytest.approx(2 * assumed["pretraining"])
     assert measured["evaluation"] == assumed["evaluation"]  # requested time, not FLOPs
+
+
+def test_lws_runs_train_the_reviews_recipe_and_skip_downstream_tasks():
+    """LWS: 384 x 1024 tokens per step for 13,000 steps (Table 1 via the review, the authors'
+    configs); validation PPL only, so its evaluation time is eval_ppl's alone."""
+    from shapelm.config import run_recipe
+    from shapelm.workflow import STAGE_RUNTIME_MIN
+
+    lws = [n for n in PAPER.runs if n.startswith("lws_")]
+    assert len(lws) == 11  # seven runs, the 18L baseline with five seeds
+    for name in lws:
+        run = PAPER.run(name)
+        recipe = run_recipe(run)
+        assert (recipe.batch_tokens, recipe.seq_len, recipe.total_steps) == (384 * 1024, 1024, 13_000)
+        assert run["eval"]["tasks"] == []
+        assert run_stage_gpu_hours(PAPER, name, {})["evaluation"] == pytest.approx(STAGE_RUNTIME_MIN["eval_ppl"] / 60)
+    assert run_stage_gpu_hours(PAPER, "hg113m_conv", {})["evaluation"] > STAGE_RUNTIME_MIN["eval_ppl"] / 60
