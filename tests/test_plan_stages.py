@@ -76,3 +76,20 @@ def test_titans_and_hope_runs_scale_their_mfu_by_their_mixer_flop_rate(tmp_path)
         {"status": "ok", "section": "mixers", "mixer": "titans", "flop_rate_ratio_to_attention": 0.8}])
     measured = plan_rows(PAPER, tmp_path)[-1]["mfu_source"]["tapered760M titans"]
     assert "x 0.80 for titans (measured on NVIDIA H200 (h200.json))" in measured
+
+
+def test_lws_runs_train_the_reviews_recipe_and_skip_downstream_tasks():
+    """LWS: 384 x 1024 tokens per step for 13,000 steps (Table 1 via the review, the authors'
+    configs); validation PPL only, so its evaluation time is eval_ppl's alone."""
+    from shapelm.config import run_recipe
+    from shapelm.workflow import STAGE_RUNTIME_MIN
+
+    lws = [n for n in PAPER.runs if n.startswith("lws_")]
+    assert len(lws) == 11  # seven runs, the 18L baseline with five seeds
+    for name in lws:
+        run = PAPER.run(name)
+        recipe = run_recipe(run)
+        assert (recipe.batch_tokens, recipe.seq_len, recipe.total_steps) == (384 * 1024, 1024, 13_000)
+        assert run["eval"]["tasks"] == []
+        assert run_stage_gpu_hours(PAPER, name, {})["evaluation"] == pytest.approx(STAGE_RUNTIME_MIN["eval_ppl"] / 60)
+    assert run_stage_gpu_hours(PAPER, "hg113m_conv", {})["evaluation"] > STAGE_RUNTIME_MIN["eval_ppl"] / 60

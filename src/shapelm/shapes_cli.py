@@ -13,7 +13,7 @@ import yaml
 from shapelm.accounting import SHAPE_COLUMNS, shape_row
 from shapelm.config import load_experiment, run_model_config, run_recipe
 from shapelm.errors import ConfigError
-from shapelm.solver import COUNTS, parse_count, solve
+from shapelm.solver import COUNTS, RATIO_TOLERANCE, parse_count, solve
 
 
 def shape_rows(config_path: str, runs: list[str] | None = None) -> list[dict[str, object]]:
@@ -79,6 +79,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         multiple=args.multiple,
         d_h_multiple=args.d_h_multiple,
         tolerance=args.tolerance,
+        ratio_tolerance=args.ratio_tolerance,
         count=args.count,
     )
     print(f"target {target:,} {args.count} parameters, tolerance {args.tolerance:.2%}")
@@ -108,6 +109,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--multiple", type=int, default=32, help="d_model multiple (default 32)")
     s.add_argument("--d-h-multiple", type=int, help="d_h multiple (default: --multiple)")
     s.add_argument("--tolerance", type=float, default=0.005, help="relative tolerance (0.005)")
+    s.add_argument("--ratio-tolerance", type=float, default=RATIO_TOLERANCE,
+                   help=f"refuse when the best d_h/d_model misses --ratio by more than this, relative, "
+                        f"after trying finer d_h multiples ({RATIO_TOLERANCE})")
     s.add_argument("--count", choices=COUNTS, default="non_embedding")
     s.add_argument("--top", type=int, default=5)
     s.set_defaults(func=cmd_solve)

@@ -333,7 +333,8 @@ def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str
     cfg = run_model_config(run)
     hours = dict.fromkeys(PLAN_STAGES, 0.0)
     hours["pretraining"] = total_train_flops(run) / per_gpu / 3600
-    hours["evaluation"] = (STAGE_RUNTIME_MIN["eval_ppl"] + STAGE_RUNTIME_MIN["downstream"]) / 60
+    downstream = STAGE_RUNTIME_MIN["downstream"] if run["eval"].get("tasks", ["olmo"]) else 0
+    hours["evaluation"] = (STAGE_RUNTIME_MIN["eval_ppl"] + downstream) / 60
     decode = exp.raw["runs"].get(name, {}).get("decode")  # a later seed: decoded on its first only
     if decode:  # a Table 12 run shares its pair's job; a run naming its baseline has one of its own
         hours["decode"] = STAGE_RUNTIME_MIN["decode_pair"] / 60 / (2 if decode is True else 1)

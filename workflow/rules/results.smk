@@ -5,11 +5,9 @@ from shapelm.results import artifacts as result_artifacts
 
 
 def run_outputs(run):
-    outs = [
-        model_file(run),
-        f"{RESULTS}/runs/{run}/ppl.json",
-        f"{RESULTS}/runs/{run}/downstream.json",
-    ]
+    outs = [model_file(run), f"{RESULTS}/runs/{run}/ppl.json"]
+    if EXP.run(run)["eval"].get("tasks", ["olmo"]):  # `eval: {tasks: []}`: no downstream tasks
+        outs.append(f"{RESULTS}/runs/{run}/downstream.json")
     if run in LONGCTX_RUNS:
         outs += [
             f"{RESULTS}/runs/{run}/proofpile.json",

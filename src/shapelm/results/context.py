@@ -94,10 +94,6 @@ class Context:
         found = [v for v in (read(n) for n in names) if v]
         return combine(found) if found else None
 
-    def seeds_done(self, run: str | None) -> int:
-        """How many of a row's seeds have their held-out result (ppl.json)."""
-        return sum(1 for n in self.instances(run) if self.single.ppl(n))
-
     # ---- configuration
     def has_run(self, name: str | None) -> bool:
         return bool(name) and name in self.exp.runs

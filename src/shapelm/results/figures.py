@@ -113,8 +113,15 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
         ax.text(0.5, 0.2, f"paper: conventional Val PPL {paper_base:.2f}; (0.6, 12) and (0.6, 16) beat it by "
                 "0.5%", transform=ax.transAxes, ha="center", fontsize=8, color="#d62728")
         return fig
-    markers = {12: "o", 16: "s"}
-    drawn: set[tuple[str, int]] = set()
+    # As the paper: the marker encodes d_h/d_model (circles ~0.6, squares ~0.9; triangles ~0.7),
+    # the colour the layer count.
+    markers = {0.6: "o", 0.7: "^", 0.9: "s"}
+    layer_colors = {12: ARCH_COLOR["hg"], 16: "#2ca02c"}
+
+    def marker(ratio: float) -> str:
+        return markers.get(round(ratio, 1), "D")
+
+    drawn: set[tuple[str, int, float]] = set()
     have = False
     base = next((r for r in runs if ctx.acc(r)["kind"] == "conventional"), None)
     for run in runs:
@@ -122,9 +129,10 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
         if p and p.val_ppl:
             have = True
             conv = a["kind"] == "conventional"
-            ax.scatter([a["flops_step"]], [p.val_ppl], marker="*" if conv else markers.get(a["n_layers"], "D"),
-                       s=160 if conv else 55, color="black" if conv else ARCH_COLOR["hg"], zorder=3)
-            drawn.add(("conv" if conv else "hg", a["n_layers"]))
+            ax.scatter([a["flops_step"]], [p.val_ppl], marker="*" if conv else marker(a["ffn_ratio"]),
+                       s=160 if conv else 55, zorder=3,
+                       color="black" if conv else layer_colors.get(a["n_layers"], "#9467bd"))
+            drawn.add(("conv" if conv else "hg", a["n_layers"], 0.0 if conv else round(a["ffn_ratio"], 1)))
     if base and ctx.ppl(base) and ctx.ppl(base).val_ppl:
         ax.axhline(ctx.ppl(base).val_ppl, color="black", ls="--", lw=0.8, label="conventional baseline (ours)")
     paper_base = R.printed("hourglass_table2", "hg906m_conv", "val_ppl").value
@@ -137,13 +145,13 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
         ax.annotate("conv" if conv else f"{a['ffn_ratio']:.1f},L{a['n_layers']}", (a["flops_step"], 0.06),
                     xycoords=("data", "axes fraction"), rotation=90, fontsize=6, ha="center", va="bottom")
     # legend entries only for the markers drawn
-    for kind, n_layers in sorted(drawn):
+    for kind, n_layers, ratio in sorted(drawn):
         if kind == "conv":
             ax.scatter([], [], marker="*", s=120, color="black", label=f"conventional L={n_layers}"
                        + _scaled_note(ctx, "hourglass_fig3_906m_sweep", runs))
         else:
-            ax.scatter([], [], marker=markers.get(n_layers, "D"), color=ARCH_COLOR["hg"],
-                       label=f"hourglass K=4, L={n_layers}")
+            ax.scatter([], [], marker=marker(ratio), color=layer_colors.get(n_layers, "#9467bd"),
+                       label=f"hourglass K=4, d_h/d_model ~{ratio:.1f}, L={n_layers}")
     if not have:
         _pending(ax, "pending: no ppl.json yet\n(ticks at the bottom: each configuration's FLOPs)")
     ax.set_xlabel("training FLOPs per optimizer step (FLOPs per 4.19M tokens)")
