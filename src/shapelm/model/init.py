@@ -71,7 +71,12 @@ def init_parameters(model: nn.Module, seed: int) -> None:
             local.fill_(1.0)
         elif isinstance(owner, (nn.Linear, nn.Embedding)):
             local.copy_(trunc_normal_rows(name, param.shape, rows, seed, std))
-        elif isinstance(owner, NeuralMemory):  # Titans' initial memory weights, sharded by head
-            local.copy_(trunc_normal_rows(name, param.shape, rows, seed, owner.init_std(name.rsplit(".", 1)[1])))
+        elif isinstance(owner, NeuralMemory):  # Titans' memory weights (by head), convolution, norm
+            short = name.rsplit(".", 1)[1]
+            std = owner.init_std(short)
+            if std is None:
+                owner.init_fixed(short, local)
+            else:
+                local.copy_(trunc_normal_rows(name, param.shape, rows, seed, std))
         else:
             raise TypeError(f"{name}: no initialiser for {type(owner).__name__}")
