@@ -18,8 +18,8 @@ position G1) multiplies the SDPA output by sigmoid(W_gate Norm(x)) before the ou
 one gate per channel ("elementwise") or per head ("headwise"). Titans (mixer "titans") pairs the
 neural memory (shapelm.model.titans) with sliding-window attention that also attends to learned
 persistent tokens: as a gate (MAG) y = Norm(SWA(x)) * sigmoid(Norm(Memory(x))) in place of the
-attention branch, or as a layer (MAL) two residual sublayers, memory then attention. Hope-attention (mixer "hope_attention", Behrouz et al.
-2025c) keeps softmax attention and makes the layer's sub-MLPs a continuum memory system: each is
+attention branch, or as a layer (MAL) two residual sublayers, memory then attention.
+Hope-attention (mixer "hope_attention", Behrouz et al. 2025c) keeps softmax attention and makes the layer's sub-MLPs a continuum memory system: each is
 a `shapelm.model.hope.CMSLevel` whose weights are fast weights, updated in context every
 cms_chunks[j] tokens (its state rides in the cache when decoding).
 No biases; untied embeddings; optional QK-norm over the full q and k widths; init N(0, 0.02)
@@ -168,9 +168,9 @@ class Attention(nn.Module):
 class Titans(nn.Module):
     """Titans' neural memory beside sliding-window attention (Behrouz et al. 2024, Section 4).
 
-    MAG (memory as a gate, Eqs. 26-28): o = Norm(SWA(x)) * sigmoid(Norm(Memory(x))), the two
+    MAG (memory as a gate, Section 4.2): o = Norm(SWA(x)) * sigmoid(Norm(Memory(x))), the two
     branches read the same (block-normalised) input and each output is normalised by its own
-    learnable RMSNorm before the gate. MAL (memory as a layer, Eqs. 29-31): the memory's output
+    learnable RMSNorm before the gate. MAL (memory as a layer, Section 4.3): the memory's output
     is what the attention reads, each with a residual connection ("in all blocks, we use
     residual connections", Section 4.4): x' = x + Memory(Norm(x)), x'' = x' + SWA(Norm(x'))
     (`residual`, which the block calls with its own pre-attention norm)."""
