@@ -19,6 +19,7 @@ from shapelm.accounting import (
     kv_cache_bytes_per_token,
     param_counts,
     recurrent_state_bytes,
+    titans_layer_flops,
     titans_memory_flops,
     titans_memory_params,
 )
@@ -32,17 +33,34 @@ V = 17
 ATTN = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}
 
 
-def titans_cfg(window=6, chunk=4, **kw):
-    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": chunk, "window": window}
+def titans_cfg(window=6, chunk=4, titans_variant="mag", **kw):
+    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": chunk, "window": window,
+             "titans_variant": titans_variant}
     return ModelConfig(vocab_size=V, d_model=32, max_seq_len=64,
                        layers=[layer, {**layer, "ffn_widths": [24]}], **kw)
 
 
 def reference_memory(mem, x, chunk):
-    """Token by token from the paper: u_t = grad_M ||M(k_t) - v_t||^2 at the chunk-start M,
-    S_t = eta_t S_{t-1} - theta_t u_t, M_t = (1 - alpha_t) M_{t-1} + S_t, y_t = M_t(q_t)."""
-    q, k, v, theta, log_eta, log_keep = mem.project(x)
-    b, _, t, _ = q.shape
+    """Token by token from the paper's equations (Titans Sections 3.1-3.2 and 4.4), sharing only
+    the module's parameters: for every t,
+        q_t, k_t, v_t = SiLU(causal depthwise conv of W_q x, W_k x, W_v x), q_t and k_t L2-normalised
+        theta_t = sigmoid(.) / head_dim, eta_t = sigmoid(. + ETA_OFFSET), alpha_t = sigmoid(. + ALPHA_OFFSET)
+        u_t = grad_M ||M(k_t) - v_t||^2 at the chunk-start M (per-sample gradients by torch.func)
+        S_t = eta_t S_{t-1} - theta_t u_t,  M_t = (1 - alpha_t) M_{t-1} + S_t,  y_t = M_t(q_t)
+        out_t = W_o (RMSNorm_heads(y_t) * sigmoid(W_g x_t))."""
+    from shapelm.model.titans import ALPHA_OFFSET, ETA_OFFSET
+
+    b, t, _ = x.shape
+    h, hd = mem.n_heads, mem.head_dim
+    raw = torch.cat([mem.q_proj(x), mem.k_proj(x), mem.v_proj(x)], -1)  # [B, T, 3W]
+    taps = mem.conv.shape[1]
+    conv = torch.stack([sum(mem.conv[:, j] * raw[:, i - (taps - 1) + j] for j in range(taps) if i - (taps - 1) + j >= 0)
+                        for i in range(t)], 1)
+    q, k, v = (F.silu(conv).view(b, t, 3, h, hd)[:, :, j] for j in range(3))  # [B, T, H, hd]
+    q, k = q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True)
+    g = mem.gate_proj(x).view(b, t, 3, h)
+    theta, eta = torch.sigmoid(g[:, :, 0]) / hd, torch.sigmoid(g[:, :, 1] + ETA_OFFSET)
+    alpha = torch.sigmoid(g[:, :, 2] + ALPHA_OFFSET)
 
     def loss(w1, w2, key, value):
         return (w2 @ F.silu(w1 @ key) - value).pow(2).sum()
@@ -52,15 +70,18 @@ def reference_memory(mem, x, chunk):
     w0, s = list(w), [torch.zeros_like(w[0]), torch.zeros_like(w[1])]
     ys = []
     for i in range(t):
-        u = per_head_grad(w0[0], w0[1], k[:, :, i], v[:, :, i])
-        eta, keep = log_eta[..., i, None, None].exp(), log_keep[..., i, None, None].exp()
-        s = [eta * s[j] - theta[..., i, None, None] * u[j] for j in range(2)]
+        u = per_head_grad(w0[0], w0[1], k[:, i], v[:, i])
+        e, keep, th = eta[:, i, :, None, None], 1 - alpha[:, i, :, None, None], theta[:, i, :, None, None]
+        s = [e * s[j] - th * u[j] for j in range(2)]
         w = [keep * w[j] + s[j] for j in range(2)]
-        hidden = F.silu(torch.einsum("bhmd,bhd->bhm", w[0], q[:, :, i]))
+        hidden = F.silu(torch.einsum("bhmd,bhd->bhm", w[0], q[:, i]))
         ys.append(torch.einsum("bhdm,bhm->bhd", w[1], hidden))
         if (i + 1) % chunk == 0:
             w0 = list(w)
-    return mem.o_proj(torch.stack(ys, 2).transpose(1, 2).reshape(b, t, -1))
+    y = torch.stack(ys, 1)  # [B, T, H, hd]
+    y = y / (y.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()
+    y = y.reshape(b, t, -1) * mem.out_norm * torch.sigmoid(mem.out_gate_proj(x))
+    return mem.o_proj(y)
 
 
 class MemoryOnlyCache:
@@ -76,23 +97,36 @@ def test_chunk_parallel_equals_token_by_token(chunk):
     mem = NeuralMemory(32, n_heads=2, head_dim=8, hidden=16, chunk=chunk, layer_idx=0)
     with torch.no_grad():
         mem.gate_proj.weight.normal_(0, 0.5)  # gates that vary per token, so the products matter
+        mem.conv.normal_(0, 0.5)  # every tap matters, not only the identity one
+        mem.out_norm.uniform_(0.5, 1.5)
     x = torch.randn(2, 13, 32)
     with torch.no_grad():
         got, ref = mem(x), reference_memory(mem, x, chunk)
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
         # the memory learns: its retrieval differs from the untrained (no-update) memory's
         q = mem.project(x)[0]
-        frozen = mem.o_proj((F.silu(q @ mem.w1.transpose(-1, -2)) @ mem.w2.transpose(-1, -2)).transpose(1, 2).reshape(2, 13, -1))
+        frozen = mem.output(x, F.silu(q @ mem.w1.transpose(-1, -2)) @ mem.w2.transpose(-1, -2))
         assert (got - frozen).abs().max() > 1e-3
+        # and the convolution mixes earlier tokens into q, k, v: moving token 0 moves output 2
+        moved = x.clone()
+        moved[:, 0] += 1.0
+        mem_off = NeuralMemory(32, n_heads=2, head_dim=8, hidden=16, chunk=16, layer_idx=0)
+        mem_off.load_state_dict(mem.state_dict())
+        mem_off.k_proj.weight.zero_()  # keys and values 0: every inner gradient is 0, nothing
+        mem_off.v_proj.weight.zero_()  # is written, and only q's convolution mixes tokens
+        mem_off.gate_proj.weight.zero_()  # (forgetting alone would, by the product of 1 - alpha_t)
+        assert (mem_off(moved)[:, 2] - mem_off(x)[:, 2]).abs().max() > 1e-4
+        assert (mem_off(moved)[:, 4:] - mem_off(x)[:, 4:]).abs().max() < 1e-6  # the kernel is 4 wide
         # decoding: a prefill ending mid-chunk, then one token at a time
         cache = MemoryOnlyCache()
         parts = [mem(x[:, :6], cache)] + [mem(x[:, i:i + 1], cache) for i in range(6, 13)]
         torch.testing.assert_close(torch.cat(parts, 1), got, rtol=1e-5, atol=1e-6)
 
 
-def test_cached_generation_equals_full_forward():
+@pytest.mark.parametrize("variant", ["mag", "mal"])
+def test_cached_generation_equals_full_forward(variant):
     torch.manual_seed(1)
-    model = build_model(titans_cfg()).eval()
+    model = build_model(titans_cfg(titans_variant=variant)).eval()
     ids = torch.randint(0, V, (2, 15))
     with torch.no_grad():
         full = model(ids).logits
@@ -120,9 +154,10 @@ def test_sliding_window_limits_what_attention_sees():
     assert not torch.allclose(out[:, :3], base[:, :3], atol=1e-3)
 
 
-def test_gradients_reach_every_parameter():
+@pytest.mark.parametrize("variant", ["mag", "mal"])
+def test_gradients_reach_every_parameter(variant):
     torch.manual_seed(3)
-    model = build_model(titans_cfg())
+    model = build_model(titans_cfg(titans_variant=variant))
     ids = torch.randint(0, V, (2, 11))
     model(ids, labels=ids).loss.backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
@@ -148,10 +183,16 @@ def test_accounting_matches_the_built_module():
     plain = ModelConfig(vocab_size=V, d_model=32, max_seq_len=64, layers=[
         {"attention": ATTN, "ffn_widths": [w]} for w in (48, 24)])
     extra = flops_per_token(cfg, 4).forward - flops_per_token(plain, 4).forward  # window 6 >= S: full attention
-    assert extra == sum(sum(titans_memory_flops(32, layer, 4)) + 11 * 32 for layer in cfg.layers)
+    # the memory and MAG's wiring, plus the score terms of the persistent keys every query sees
+    persistent = sum(2 * layer.persistent_tokens * (3 * layer.attention.d_attn + 3 * layer.attention.n_heads)
+                     for layer in cfg.layers)
+    assert extra == sum(titans_layer_flops(32, layer, 4) for layer in cfg.layers) + persistent
+    mal = titans_cfg(titans_variant="mal")
+    assert param_counts(mal).total == build_model(mal).num_parameters() == counts.total - 2 * 32
     assert flops_per_token(cfg, 64).forward_scores < flops_per_token(plain, 64).forward_scores  # the window
     assert kv_cache_bytes_per_token(cfg) == kv_cache_bytes_per_token(plain)  # the static cache keeps every key
-    assert recurrent_state_bytes(cfg) == 2 * 3 * 2 * (2 * 16 * 8) * 4
+    # two layers: W0, W, S (two 16 x 8 matrices per head, 2 heads) and 3 q/k/v inputs of the convolution
+    assert recurrent_state_bytes(cfg) == 2 * (3 * 2 * (2 * 16 * 8) + 3 * 3 * 16) * 4
     assert recurrent_state_bytes(plain) == 0
 
 
@@ -160,6 +201,13 @@ def test_configs_defaults_and_errors():
     cfg = build_model_config({**arch, "mixer": "titans"})
     layer = cfg.layers[0]
     assert (layer.mixer, layer.memory_hidden, layer.memory_chunk, layer.window) == ("titans", 16, 64, 512)
+    assert (layer.titans_variant, layer.persistent_tokens) == ("mag", 4)
+    mal = build_model_config({**arch, "mixer": "titans", "titans_variant": "mal"})
+    assert mal.layers[0].titans_variant == "mal" and mal.fingerprint() != cfg.fingerprint()
+    with pytest.raises(ConfigError, match=r"arch\.titans_variant must be one of \['mag', 'mal'\], got 'mac'"):
+        build_model_config({**arch, "mixer": "titans", "titans_variant": "mac"})
+    with pytest.raises(ConfigError, match=r"arch\.titans_variant applies only to mixer: titans"):
+        build_model_config({**arch, "titans_variant": "mal"})
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     assert build_model_config({**arch, "mixer": "titans", "window": 64}).fingerprint() != cfg.fingerprint()
     plain = build_model_config(arch)
@@ -208,10 +256,9 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
             plain, titans = exp.run(f"tp{scale}_{variant}"), exp.run(f"tp{scale}_titans_{variant}")
             assert "tapered_table2" in titans["tables"] and titans["train"] == plain["train"]
             plain_cfg, cfg = ModelConfig.from_dict(plain["model"]), ModelConfig.from_dict(titans["model"])
-            assert {(layer.mixer, layer.memory_chunk, layer.window) for layer in cfg.layers} == {("titans", 64, 512)}
-            memory = sum(titans_memory_params(cfg.d_model, layer) + cfg.d_model for layer in cfg.layers)
-            narrower = param_counts(plain_cfg).ffn - param_counts(cfg).ffn
-            assert narrower > 0 and param_counts(cfg).total == param_counts(plain_cfg).total + memory - narrower
+            assert {(layer.mixer, layer.titans_variant, layer.memory_chunk, layer.window)
+                    for layer in cfg.layers} == {("titans", "mag", 64, 512)}
+            assert param_counts(plain_cfg).ffn > param_counts(cfg).ffn  # the memory's parameters come out of the MLP
             assert param_counts(cfg).total == pytest.approx(param_counts(plain_cfg).total, rel=0.02)
             pair[variant] = (param_counts(cfg).total, flops_per_token(cfg, 4096).train)
         (p_uniform, f_uniform), (p_tapered, f_tapered) = pair["uniform"], pair["cosine_1p5_0p5"]
@@ -244,11 +291,12 @@ def test_remote_code_export_matches(tmp_path):
             hf(x, attention_mask=right.flip(-1))
 
 
-def test_memory_carries_information_beyond_the_window():
+@pytest.mark.parametrize("variant", ["mag", "mal"])
+def test_memory_carries_information_beyond_the_window(variant):
     """Two window-3 layers reach 4 tokens back; a token 12 back still changes the output through
     the memory, and stops doing so when the memory can no longer write."""
     torch.manual_seed(4)
-    model = build_model(titans_cfg(window=3, chunk=4)).eval()
+    model = build_model(titans_cfg(window=3, chunk=4, titans_variant=variant)).eval()
     ids = torch.randint(0, V - 1, (1, 16))
     moved = ids.clone()
     moved[0, 0] = V - 1

@@ -14,13 +14,15 @@ formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
     and product 5*q (g = q elementwise, H headwise; sigmoid counted as 4 FLOPs per gate value,
     like the SiLU in the sub-MLP term); it caches nothing, so KV bytes are unchanged.
 
-  Titans (mixer "titans", MAL) is its sliding-window attention (the score terms at the mean
-    number of keys a query sees, 2w - w^2/S for S >= w in place of S) plus the memory
-    (`titans_memory_flops`: every matmul the chunk-parallel form does, exactly, and an
-    elementwise estimate), a second RMSNorm 7*d and two residual adds 4*d. Its decoding state
-    is `recurrent_state_bytes` (the memory's chunk-start weights, weights and momentum per
-    sequence), in addition to the attention's KV (the static cache keeps every key; only the
-    last `window` are read).
+  Titans (mixer "titans") is its sliding-window attention (the score terms at the mean number
+    of keys a query sees, 2w - w^2/S for S >= w in place of S, plus the persistent tokens) plus
+    the memory (`titans_memory_flops`: every matmul and convolution the chunk-parallel form
+    does, exactly, and an elementwise estimate) and the variant's wiring (`titans_layer_flops`:
+    MAG two RMSNorms 14*d and the gate 5*d; MAL a second RMSNorm 7*d and two residual adds 4*d).
+    The persistent tokens' own key/value projections are per call, not per token: not counted.
+    Its decoding state is `recurrent_state_bytes` (the memory's chunk-start weights, weights
+    and momentum and the convolution's last inputs per sequence), in addition to the
+    attention's KV (the static cache keeps every key; only the last `window` are read).
   Hope-attention (Behrouz et al. 2025c; shapelm.model.hope): each sub-MLP is a CMS level of
     width w with chunk C. Its parameters are the sub-MLP's 3*d*w slow weights plus the local
     objective's value projection d*d (counted as ffn). Forward per token adds, besides the
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from shapelm.model.config import LayerShape, ModelConfig
+from shapelm.model.config import TITANS_CONV_KERNEL, LayerShape, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
             attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d + d * gate_width(layer)
             norm += d + ((attn.d_attn + attn.kv_width) if cfg.qk_norm else 0)
             if layer.mixer == "titans":
-                attention += titans_memory_params(d, layer)
-                norm += d  # the norm between memory and attention
+                attention += titans_memory_params(d, layer) + layer.persistent_tokens * d
+                norm += d * (2 if layer.titans_variant == "mag" else 1)  # MAG's output norms, MAL's second
         for width in layer.ffn_widths:
             ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
@@ -90,10 +92,12 @@ def gate_width(layer: LayerShape) -> int:
 
 
 def titans_memory_params(d_model: int, layer: LayerShape) -> int:
-    """The memory's q, k, v, o projections (d_attn wide), its theta/eta/alpha gates (one per head
-    each) and its initial weights W1 [H, m, hd], W2 [H, hd, m]."""
+    """The memory's q, k, v, o projections and output gate (d_attn wide), its theta/eta/alpha
+    gates (one per head each), the q/k/v depthwise convolution, the output norm's weight and its
+    initial weights W1 [H, m, hd], W2 [H, hd, m]."""
     a = layer.attention
-    return 4 * d_model * a.d_attn + 3 * d_model * a.n_heads + 2 * a.n_heads * layer.memory_hidden * a.head_dim
+    return (5 * d_model * a.d_attn + 3 * d_model * a.n_heads + 3 * a.d_attn * TITANS_CONV_KERNEL + a.d_attn
+            + 2 * a.n_heads * layer.memory_hidden * a.head_dim)
 
 
 def titans_memory_flops(d_model: int, layer: LayerShape, seq_len: int) -> tuple[float, float]:
@@ -103,31 +107,45 @@ def titans_memory_flops(d_model: int, layer: LayerShape, seq_len: int) -> tuple[
     at the chunk-start weights 6*m*hd; retrieval through both layers with the chunk-start weights
     and momentum 8*m*hd plus the within-chunk attention-like terms 4*c*(m + hd); the chunk-end
     weights and momentum 8*m*hd; the decay/momentum coefficient matrices 2*c^2 + 2*c. Plus the
-    projections 8*d*d_attn + 6*d*H. Elementwise (an estimate): 20*m + 10*hd + 8*c per head
-    (SiLU and its derivative, the error, the combinations), 6*d_attn (q/k L2 norms), 15*H (gates).
+    projections and output gate 10*d*d_attn + 6*d*H and the depthwise convolution
+    2*3*d_attn*TITANS_CONV_KERNEL. Elementwise (an estimate): 20*m + 10*hd + 8*c per head (SiLU and its
+    derivative, the error, the combinations), 12*d_attn (q/k/v SiLU, q/k L2 norms), 15*H
+    (gates), 11*d_attn (output RMSNorm, sigmoid gate and product).
     """
     a = layer.attention
     h, hd, m = a.n_heads, a.head_dim, layer.memory_hidden
     c = min(layer.memory_chunk, seq_len)
-    matmul = 8 * d_model * a.d_attn + 6 * d_model * h + h * (22 * m * hd + 4 * c * (m + hd) + 2 * c * c + 2 * c)
-    elementwise = h * (20 * m + 10 * hd + 8 * c) + 6 * a.d_attn + 15 * h
+    matmul = (10 * d_model * a.d_attn + 6 * d_model * h + 6 * a.d_attn * TITANS_CONV_KERNEL
+              + h * (22 * m * hd + 4 * c * (m + hd) + 2 * c * c + 2 * c))
+    elementwise = h * (20 * m + 10 * hd + 8 * c) + 23 * a.d_attn + 15 * h
     return float(matmul), float(elementwise)
+
+
+def titans_layer_flops(d_model: int, layer: LayerShape, seq_len: int) -> float:
+    """Forward FLOPs per token a Titans layer adds to its attention's: the memory and the
+    variant's wiring (MAG: two RMSNorms and the sigmoid gate; MAL: a norm, two residual adds)."""
+    wiring = 19 * d_model if layer.titans_variant == "mag" else 11 * d_model
+    return sum(titans_memory_flops(d_model, layer, seq_len)) + wiring
 
 
 def attended_keys(layer: LayerShape, seq_len: int) -> float:
     """Twice the mean number of keys a query attends to: S for causal attention (the A.8 'causal
-    half' convention), 2w - w^2/S under a sliding window w < S."""
+    half' convention), 2w - w^2/S under a sliding window w < S; plus twice Titans' persistent
+    tokens, which every query sees."""
     w = layer.window
+    persistent = 2.0 * (layer.persistent_tokens or 0)
     if w is None or w >= seq_len:
-        return float(seq_len)
-    return 2.0 * w - w * w / seq_len
+        return float(seq_len) + persistent
+    return 2.0 * w - w * w / seq_len + persistent
 
 
 def recurrent_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int:
     """Per sequence, Titans' memory state carried while decoding: W0, W, S (two matrices each)
-    per titans layer (float32 by default: the memory is computed in float32)."""
+    and the q/k/v convolution's last TITANS_CONV_KERNEL - 1 inputs per titans layer (float32 by
+    default: the memory is computed in float32)."""
     return sum(
-        3 * 2 * layer.attention.n_heads * layer.memory_hidden * layer.attention.head_dim * bytes_per_element
+        (3 * 2 * layer.memory_hidden * layer.attention.d_attn + (TITANS_CONV_KERNEL - 1) * 3 * layer.attention.d_attn)
+        * bytes_per_element
         for layer in cfg.layers if layer.mixer == "titans"
     )
 
@@ -163,7 +181,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
             scores += 1.0 * keys * q + 3 * keys * attn.n_heads + 2.0 * keys * q
             dense += 7 * d  # pre-attention norm
             if layer.mixer == "titans":
-                dense += sum(titans_memory_flops(d, layer, seq_len)) + 7 * d + 4 * d
+                dense += titans_layer_flops(d, layer, seq_len)
         for j, width in enumerate(layer.ffn_widths):
             dense += 6 * d * width + 10 * width + 2 * d + 7 * d
             if layer.hope:

@@ -2,7 +2,7 @@
 
 The same computation as `shapelm.model.transformer` (per-layer attention shape, K residual
 SwiGLU sub-MLPs per layer, pre or reordered RMSNorm, optional QK-norm over full q/k widths,
-RoPE with optional YaRN, gated attention, Titans MAL, Hope-attention's fast-weight CMS levels),
+RoPE with optional YaRN, gated attention, Titans MAG/MAL, Hope-attention's fast-weight CMS levels),
 written self-contained. Parameter names are shapelm's under ``model.``, so the export is a rename.
 No KV cache: `use_cache` is off and generation recomputes the prefix (correct, slower); an
 attention mask handles right or left padding, except in Titans and Hope-attention models, whose
@@ -69,9 +69,11 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, shape, gate=None, window=None):
+    def __init__(self, config, shape, gate=None, window=None, persistent_tokens=0):
         super().__init__()
         self.window = window
+        # Titans' persistent tokens: learned keys/values before the sequence, no position
+        self.persistent = nn.Embedding(persistent_tokens, config.hidden_size) if persistent_tokens else None
         self.n_heads, self.n_kv_heads, self.head_dim = shape["n_heads"], shape["n_kv_heads"], shape["head_dim"]
         d, d_attn, kv = config.hidden_size, self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d, d_attn, bias=False)
@@ -97,10 +99,23 @@ class Attention(nn.Module):
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        if self.window is not None:  # sliding window (Titans MAL): 0 <= i - j < window
+        if self.window is not None:  # sliding window (Titans): 0 <= i - j < window
             rel = torch.arange(s, device=x.device)[:, None] - torch.arange(s, device=x.device)
             band = ((rel >= 0) & (rel < self.window))[None, None]
             mask = band if mask is None else mask & band
+        if self.persistent is not None:
+            p = self.persistent.weight
+            pk, pv = self.k_proj(p), self.v_proj(p)
+            if self.k_norm is not None:
+                pk = self.k_norm(pk)
+            pk = pk.view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
+            pv = pv.view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
+            if self.n_kv_heads != self.n_heads:
+                rep = self.n_heads // self.n_kv_heads
+                pk, pv = pk.repeat_interleave(rep, dim=1), pv.repeat_interleave(rep, dim=1)
+            k, v = torch.cat([pk.to(k.dtype), k], 2), torch.cat([pv.to(v.dtype), v], 2)
+            mask = mask.expand(b, 1, s, s)
+            mask = torch.cat([torch.ones(b, 1, s, p.shape[0], dtype=torch.bool, device=x.device), mask], -1)
         if mask is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1)
         else:
@@ -118,9 +133,11 @@ def _dsilu(z):
 
 class NeuralMemory(nn.Module):
     """Titans' memory (shapelm.model.titans): per head M(x) = W2 SiLU(W1 x) learned at test time on
-    ||M(k) - v||^2 with momentum and forgetting, chunk-parallel (gradients at chunk-start weights)."""
+    ||M(k) - v||^2 with momentum and forgetting, chunk-parallel (gradients at chunk-start weights);
+    q/k/v through a causal depthwise convolution and SiLU, the retrieval RMS-normalised per head
+    and gated by sigmoid(W_g x)."""
 
-    def __init__(self, d, n_heads, head_dim, hidden, chunk):
+    def __init__(self, d, n_heads, head_dim, hidden, chunk, kernel=4):
         super().__init__()
         self.n_heads, self.head_dim, self.hidden, self.chunk = n_heads, head_dim, hidden, chunk
         width = n_heads * head_dim
@@ -129,18 +146,21 @@ class NeuralMemory(nn.Module):
         self.v_proj = nn.Linear(d, width, bias=False)
         self.o_proj = nn.Linear(width, d, bias=False)
         self.gate_proj = nn.Linear(d, 3 * n_heads, bias=False)
+        self.out_gate_proj = nn.Linear(d, width, bias=False)
+        self.conv = nn.Parameter(torch.zeros(3 * width, kernel))
+        self.out_norm = nn.Parameter(torch.ones(width))
         self.w1 = nn.Parameter(torch.zeros(n_heads, hidden, head_dim))
         self.w2 = nn.Parameter(torch.zeros(n_heads, head_dim, hidden))
 
     def forward(self, x):
         b, t, _ = x.shape
-
-        def heads(p):
-            return p(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2).float()
-
-        q, k, v = F.normalize(heads(self.q_proj), dim=-1), F.normalize(heads(self.k_proj), dim=-1), heads(self.v_proj)
+        u = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
+        u = F.pad(u.transpose(1, 2), (self.conv.shape[1] - 1, 0))
+        u = F.silu(F.conv1d(u, self.conv.unsqueeze(1), groups=u.shape[1])).transpose(1, 2)
+        q, k, v = (p.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2).float() for p in u.chunk(3, dim=-1))
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)
-        theta = 0.2 / self.hidden * torch.sigmoid(g[0])
+        theta = torch.sigmoid(g[0]) / self.head_dim
         log_eta, log_keep = F.logsigmoid(g[1] + 2.0), F.logsigmoid(-(g[2] - 5.0))
         w1, w2 = self.w1.float().expand(b, -1, -1, -1), self.w2.float().expand(b, -1, -1, -1)
         s1, s2 = torch.zeros_like(w1), torch.zeros_like(w2)
@@ -169,25 +189,40 @@ class NeuralMemory(nn.Module):
             u1w, u2w = (d1 * lw).transpose(-1, -2) @ kc, (d2 * lw).transpose(-1, -2) @ a
             u1s, u2s = (d1 * ls).transpose(-1, -2) @ kc, (d2 * ls).transpose(-1, -2) @ a
             w1, w2, s1, s2 = b_c * w1 + g_c * s1 - u1w, b_c * w2 + g_c * s2 - u2w, e_c * s1 - u1s, e_c * s2 - u2s
-        y = torch.cat(outs, dim=2).transpose(1, 2).reshape(b, t, -1).to(x.dtype)
-        return self.o_proj(y)
+        y = torch.cat(outs, dim=2)
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)
+        y = y.transpose(1, 2).reshape(b, t, -1) * self.out_norm.float()
+        return self.o_proj((y * torch.sigmoid(self.out_gate_proj(x).float())).to(x.dtype))
 
 
-class TitansMAL(nn.Module):
-    """Memory as a layer: y = m + SWA(Norm(x + m)), m = Memory(x)."""
+class Titans(nn.Module):
+    """MAG: Norm(SWA(x)) * sigmoid(Norm(Memory(x))); MAL: x + Memory(Norm(x)), then + SWA(Norm(.))."""
 
     def __init__(self, config, layer):
         super().__init__()
         shape = layer["attention"]
+        d, eps = config.hidden_size, config.rms_norm_eps
         self.head_dim = shape["head_dim"]
-        self.memory = NeuralMemory(config.hidden_size, shape["n_heads"], shape["head_dim"],
+        self.variant = layer.get("titans_variant", "mag")
+        self.memory = NeuralMemory(d, shape["n_heads"], shape["head_dim"],
                                    layer.get("memory_hidden", 2 * shape["head_dim"]), layer.get("memory_chunk", 64))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.attn = Attention(config, shape, window=layer.get("window", 512))
+        self.attn = Attention(config, shape, window=layer.get("window", 512),
+                              persistent_tokens=layer.get("persistent_tokens", 4))
+        if self.variant == "mag":
+            self.attn_out_norm, self.memory_out_norm = RMSNorm(d, eps), RMSNorm(d, eps)
+        else:
+            self.norm = RMSNorm(d, eps)
 
     def forward(self, x, cos, sin, mask):
-        m = self.memory(x)
-        return m + self.attn(self.norm(x + m), cos, sin, mask)
+        a, m = self.attn(x, cos, sin, mask), self.memory(x)
+        return self.attn_out_norm(a) * torch.sigmoid(self.memory_out_norm(m))
+
+    def residual(self, x, norm, reordered, cos, sin, mask):
+        if reordered:
+            x = x + norm(self.memory(x))
+            return x + self.norm(self.attn(x, cos, sin, mask))
+        x = x + self.memory(norm(x))
+        return x + self.attn(self.norm(x), cos, sin, mask)
 
 
 class SwiGLU(nn.Module):
@@ -258,7 +293,7 @@ class Block(nn.Module):
         gate = layer.get("gate", "elementwise") if mixer == "gated_attention" else None
         self.titans = mixer == "titans"
         if self.titans:
-            self.attn = TitansMAL(config, layer)
+            self.attn = Titans(config, layer)
         else:
             self.attn = Attention(config, attn, gate) if attn else None
         self.attn_norm = RMSNorm(d, eps) if attn else None
@@ -268,7 +303,9 @@ class Block(nn.Module):
     def forward(self, x, rope, mask):
         if self.attn is not None:
             cos, sin = rope[self.attn.head_dim]
-            if self.reordered:
+            if self.titans and self.attn.variant == "mal":
+                x = self.attn.residual(x, self.attn_norm, self.reordered, cos, sin, mask)
+            elif self.reordered:
                 x = x + self.attn_norm(self.attn(x, cos, sin, mask))
             else:
                 x = x + self.attn(self.attn_norm(x), cos, sin, mask)
@@ -292,6 +329,10 @@ class ShapelmPreTrainedModel(PreTrainedModel):
         elif isinstance(module, NeuralMemory):
             for w, fan_in in ((module.w1, module.head_dim), (module.w2, module.hidden)):
                 nn.init.trunc_normal_(w, std=fan_in ** -0.5, a=-3 * fan_in ** -0.5, b=3 * fan_in ** -0.5)
+            nn.init.ones_(module.out_norm)
+            with torch.no_grad():
+                module.conv.zero_()
+                module.conv[:, -1] = 1.0
 
 
 class ShapelmModel(ShapelmPreTrainedModel):

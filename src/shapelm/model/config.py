@@ -21,15 +21,22 @@ NORM_PLACEMENTS = ("pre", "reordered")
 RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 #: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
-#: "titans" is Behrouz et al. 2024 (arXiv 2501.00663) as MAL, memory as a layer: the neural
-#: long-term memory (shapelm.model.titans) followed by sliding-window softmax attention.
+#: "titans" is Behrouz et al. 2024 (arXiv 2501.00663): the neural long-term memory
+#: (shapelm.model.titans) beside sliding-window softmax attention, wired as `titans_variant`.
 #: "hope_attention" is Behrouz et al. 2025c's Hope in its attention variant: softmax attention,
 #: and the layer's FFN levels become a continuum memory system (shapelm.model.hope).
 MIXERS = ("attention", "gated_attention", "titans", "hope_attention", "none")
 #: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
 GATES = ("elementwise", "headwise")
 #: Titans layer fields and their defaults (memory_hidden's None: 2 x the attention's head_dim).
-TITANS_DEFAULTS = {"memory_hidden": None, "memory_chunk": 64, "window": 512}
+#: The variant: "mag" (memory as a gate, Titans Section 4.2) or "mal" (memory as a layer, 4.3);
+#: persistent_tokens: learned input-independent tokens every query attends to (Section 3.3).
+TITANS_DEFAULTS = {"titans_variant": "mag", "memory_hidden": None, "memory_chunk": 64, "window": 512,
+                   "persistent_tokens": 4}
+TITANS_VARIANTS = ("mag", "mal")
+#: Width of Titans' causal depthwise convolution after the memory's q, k and v projections
+#: (Titans Section 4.4, "Convolution", following Mamba-2 and gated DeltaNet, which use 4).
+TITANS_CONV_KERNEL = 4
 #: Hope-attention defaults (docs/SHAPES.md): level j updates every 16 * 4**j tokens, by one SGD
 #: step of this learning rate on its chunk's associative-memory loss, no momentum, no decay.
 CMS_BASE_CHUNK = 16
@@ -66,10 +73,11 @@ class LayerShape:
 
     `ffn_widths == (d_h,)` is the conventional FFN; `(d_h,) * K` is the hourglass FFN.
     `mixer` defaults to "attention" when the layer has an attention shape and "none" when it
-    has not; `gate` (gated attention only) defaults to "elementwise". Titans layers carry the
-    memory MLP's hidden width per head (`memory_hidden`, default 2 x head_dim), its chunk size
-    (`memory_chunk`, default 64) and the attention's sliding window (`window`, default 512); the
-    memory has the attention's heads and head_dim. Defaults are left out of
+    has not; `gate` (gated attention only) defaults to "elementwise". Titans layers carry their
+    variant (`titans_variant`, default "mag"), the memory MLP's hidden width per head
+    (`memory_hidden`, default 2 x head_dim), its chunk size (`memory_chunk`, default 64), the
+    attention's sliding window (`window`, default 512) and its persistent tokens
+    (`persistent_tokens`, default 4); the memory has the attention's heads and head_dim. Defaults are left out of
     `ModelConfig.to_dict`, so configs written before mixers existed keep their fingerprints.
     """
 
@@ -77,9 +85,11 @@ class LayerShape:
     ffn_widths: tuple[int, ...]
     mixer: str | None = None
     gate: str | None = None
+    titans_variant: str | None = None
     memory_hidden: int | None = None
     memory_chunk: int | None = None
     window: int | None = None
+    persistent_tokens: int | None = None
     # Hope-attention only: ffn_widths[j] is CMS level j, its fast weights updated every
     # cms_chunks[j] tokens: W <- (1 - cms_decay) W - cms_lr * M, M <- cms_momentum M + grad.
     cms_chunks: tuple[int, ...] | None = None
@@ -250,7 +260,12 @@ def _validate_mixer(i: int, layer: LayerShape) -> None:
         value = getattr(layer, key)
         if layer.mixer != "titans" and value is not None:
             raise ConfigError(f"layers[{i}].{key} applies only to mixer 'titans', not {layer.mixer!r}")
-        if layer.mixer == "titans" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if layer.mixer != "titans":
+            continue
+        if key == "titans_variant":
+            if value not in TITANS_VARIANTS:
+                raise ConfigError(f"layers[{i}].titans_variant must be one of {TITANS_VARIANTS}, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"layers[{i}].{key} must be a positive integer, got {value!r}")
     if not layer.hope:
         for key in CMS_KEYS:

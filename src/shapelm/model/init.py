@@ -79,7 +79,12 @@ def init_parameters(model: nn.Module, seed: int) -> None:
             local.fill_(1.0)
         elif isinstance(owner, (nn.Linear, nn.Embedding)):
             fill_trunc_normal_rows(local, name, param.shape, rows, seed, std)
-        elif isinstance(owner, NeuralMemory):  # Titans' initial memory weights, sharded by head
-            fill_trunc_normal_rows(local, name, param.shape, rows, seed, owner.init_std(name.rsplit(".", 1)[1]))
+        elif isinstance(owner, NeuralMemory):  # Titans' memory weights (by head), convolution, norm
+            short = name.rsplit(".", 1)[1]
+            memory_std = owner.init_std(short)
+            if memory_std is None:
+                owner.init_fixed(short, local)
+            else:
+                fill_trunc_normal_rows(local, name, param.shape, rows, seed, memory_std)
         else:
             raise TypeError(f"{name}: no initialiser for {type(owner).__name__}")

@@ -23,11 +23,16 @@ For a 2-layer MLP every u_s is a pair of rank-1 matrices (d1_s k_s^T, d2_s a_s^T
 is computed without materialising per-token weights: W1_t q_t = beta_t W1_0 q_t + gamma_t S1_0 q_t
 - sum_s C[t,s] (k_s . q_t) d1_s, an attention-like product over the chunk, and the same for W2.
 `recurrent_step` is the token-by-token form (state M0, M, S and the position in the chunk) used
-for decoding; tests/test_titans.py checks both against a torch.func reference.
+for decoding; tests/test_titans.py checks both against a token-by-token loop written from the
+paper's equations (per-sample gradients by torch.func).
+
+`NeuralMemory` wraps the memory as the paper's Section 4.4 builds it (q/k/v convolution and SiLU,
+output norm and gate); how it meets attention (MAG, MAL) is `shapelm.model.transformer.Titans`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -35,28 +40,31 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from shapelm.model.config import TITANS_CONV_KERNEL
+
 #: Offsets on the gate logits, standing in for biases (the project's matrices have none), so an
 #: untrained memory starts with momentum ~0.88, forgets ~0.7% per token and steps at half its
-#: largest rate. theta_t <= THETA_SCALE / hidden: the loss's curvature in W2 grows with the hidden
-#: width (|SiLU(W1 k)|^2 ~ hidden), and momentum multiplies the step by ~1/(1 - eta), so a fixed
-#: rate would diverge in wide memories (the inner loop is plain gradient descent).
+#: largest rate.
 ETA_OFFSET = 2.0
 ALPHA_OFFSET = -5.0
-THETA_SCALE = 0.2
+NORM_EPS = 1e-6
 
 
 @dataclass
 class MemoryState:
     """One layer's memory for a batch: chunk-start weights, current weights and momentum, each a
-    (W1 [B, H, m, hd], W2 [B, H, hd, m]) pair, and how many tokens of the current chunk are in."""
+    (W1 [B, H, m, hd], W2 [B, H, hd, m]) pair, how many tokens of the current chunk are in, and
+    the last TITANS_CONV_KERNEL - 1 inputs of the q/k/v convolution [B, TITANS_CONV_KERNEL - 1, 3 * H * hd]."""
 
     w0: tuple[torch.Tensor, torch.Tensor]
     w: tuple[torch.Tensor, torch.Tensor]
     s: tuple[torch.Tensor, torch.Tensor]
     offset: int
+    conv: torch.Tensor
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for pair in (self.w0, self.w, self.s) for t in pair)
+        pairs = sum(t.numel() * t.element_size() for pair in (self.w0, self.w, self.s) for t in pair)
+        return pairs + self.conv.numel() * self.conv.element_size()
 
 
 def _dsilu(z: torch.Tensor) -> torch.Tensor:
@@ -103,7 +111,7 @@ def chunk_memory(state: MemoryState, q, k, v, theta, log_eta, log_keep):
     b_c, g_c, e_c = beta[..., -1, None, None], gamma[..., -1, None, None], e[..., -1, None, None]
     new_w = (b_c * w1 + g_c * s1 - g1(last_w), b_c * w2 + g_c * s2 - g2(last_w))
     new_s = (e_c * s1 - g1(last_s), e_c * s2 - g2(last_s))
-    return y, MemoryState(w0=new_w, w=new_w, s=new_s, offset=0)
+    return y, MemoryState(w0=new_w, w=new_w, s=new_s, offset=0, conv=state.conv)
 
 
 def recurrent_step(state: MemoryState, q, k, v, theta, log_eta, log_keep, chunk: int):
@@ -119,14 +127,26 @@ def recurrent_step(state: MemoryState, q, k, v, theta, log_eta, log_keep, chunk:
     w0 = state.w0
     if offset == chunk:
         w0, offset = w, 0
-    return y, MemoryState(w0=w0, w=w, s=s, offset=offset)
+    return y, MemoryState(w0=w0, w=w, s=s, offset=offset, conv=state.conv)
 
 
 class NeuralMemory(nn.Module):
     """The memory as a token mixer: d_model -> (q, k, v per head) -> M_t(q_t) -> d_model.
 
-    q and k are L2-normalised per head (the paper's choice; it bounds the inner gradient). The
-    initial weights W1, W2 are parameters: the outer loop learns where test-time learning starts.
+    Titans Section 4.4: q, k and v are linear projections followed by a causal depthwise
+    convolution and SiLU; q and k are L2-normalised per head (which bounds the inner gradient).
+    The retrieved values are normalised per head (RMSNorm) and gated by a linear projection of
+    the input, sigmoid(W_g x), before the output projection. theta_t, eta_t, alpha_t come from x
+    (one each per head and token). The initial weights W1, W2 are parameters: the outer loop
+    learns where test-time learning starts (and so also what the persistent tokens would write
+    into the memory before the sequence: they are input-independent, Section 3.3).
+
+    The inner learning rate is theta_t = sigmoid(w_theta x_t) on the loss averaged over the
+    value's head_dim components, i.e. sigmoid(.) / head_dim on the paper's summed loss: the paper
+    gives no range for its data-dependent theta_t, and the authors' reference implementation
+    steps by sigmoid(.) in (0, 1) on the mean squared error. With unit keys and W1 at fan-in
+    scale the loss's curvature in W2 is ~ |SiLU(W1 k)|^2 / head_dim ~ memory_hidden / head_dim,
+    so the step is width-independent at a fixed expansion (memory_hidden = 2 head_dim).
     """
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, hidden: int, chunk: int, layer_idx: int):
@@ -139,44 +159,71 @@ class NeuralMemory(nn.Module):
         self.v_proj = nn.Linear(d_model, width, bias=False)
         self.o_proj = nn.Linear(width, d_model, bias=False)
         self.gate_proj = nn.Linear(d_model, 3 * n_heads, bias=False)  # theta, eta, alpha logits
+        self.out_gate_proj = nn.Linear(d_model, width, bias=False)  # the output gate sigmoid(W_g x)
+        self.conv = nn.Parameter(torch.empty(3 * width, TITANS_CONV_KERNEL))  # depthwise, q | k | v channels
+        self.out_norm = nn.Parameter(torch.empty(width))  # per-head RMSNorm weight of the retrieval
         self.w1 = nn.Parameter(torch.empty(n_heads, hidden, head_dim))
         self.w2 = nn.Parameter(torch.empty(n_heads, head_dim, hidden))
         if not self.w1.is_meta:
             self.reset_memory()
 
-    def init_std(self, name: str) -> float:
+    def init_std(self, name: str) -> float | None:
         """Fan-in scaled, not the model's N(0, 0.02): the memory must map unit keys to value-sized
-        outputs from the start, else its inner gradients (and so what it stores) vanish."""
-        return {"w1": self.head_dim ** -0.5, "w2": self.hidden ** -0.5}[name]
+        outputs from the start, else its inner gradients (and so what it stores) vanish. The
+        convolution starts near the identity (tap on the current token 1, earlier taps small) and
+        the output norm at 1 (None: set, not drawn)."""
+        return {"w1": self.head_dim ** -0.5, "w2": self.hidden ** -0.5, "conv": None, "out_norm": None}[name]
+
+    @torch.no_grad()
+    def init_fixed(self, name: str, param: torch.Tensor) -> None:
+        """The parameters with a fixed start: the convolution's identity tap, the norm's ones."""
+        if name == "out_norm":
+            param.fill_(1.0)
+        else:
+            param.zero_()
+            param[:, -1] = 1.0
 
     @torch.no_grad()
     def reset_memory(self) -> None:
-        for name in ("w1", "w2"):
-            std = self.init_std(name)
-            nn.init.trunc_normal_(getattr(self, name), std=std, a=-3 * std, b=3 * std)
+        for name in ("w1", "w2", "conv", "out_norm"):
+            std, param = self.init_std(name), getattr(self, name)
+            if std is None:
+                self.init_fixed(name, param)
+            else:
+                nn.init.trunc_normal_(param, std=std, a=-3 * std, b=3 * std)
 
     def initial_state(self, batch: int) -> MemoryState:
-        w = (self.w1.expand(batch, -1, -1, -1), self.w2.expand(batch, -1, -1, -1))
+        w = (self.w1.float().expand(batch, -1, -1, -1), self.w2.float().expand(batch, -1, -1, -1))
         zeros = (torch.zeros_like(w[0]), torch.zeros_like(w[1]))
-        return MemoryState(w0=w, w=w, s=zeros, offset=0)
+        conv = torch.zeros(batch, TITANS_CONV_KERNEL - 1, self.conv.shape[0], device=self.w1.device)
+        return MemoryState(w0=w, w=w, s=zeros, offset=0, conv=conv)
 
-    def project(self, x: torch.Tensor):
+    def project(self, x: torch.Tensor, conv_tail: torch.Tensor | None = None):
+        """q, k, v [B,H,T,hd] and the gates [B,H,T] of x, and the convolution's new tail.
+        `conv_tail`: the previous call's last TITANS_CONV_KERNEL - 1 projections (zeros: none)."""
         b, t, _ = x.shape
-
-        def heads(p):
-            return p(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
-
-        q, k, v = F.normalize(heads(self.q_proj), dim=-1), F.normalize(heads(self.k_proj), dim=-1), heads(self.v_proj)
+        u = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
+        if conv_tail is None:
+            conv_tail = u.new_zeros(b, TITANS_CONV_KERNEL - 1, u.shape[-1])
+        padded = torch.cat([conv_tail.to(u.dtype), u], dim=1)
+        u = F.silu(F.conv1d(padded.transpose(1, 2), self.conv.unsqueeze(1), groups=u.shape[-1]).transpose(1, 2))
+        q, k, v = (p.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2) for p in u.chunk(3, dim=-1))
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)  # [3,B,H,T]
-        theta = THETA_SCALE / self.hidden * torch.sigmoid(g[0])
+        theta = torch.sigmoid(g[0]) / self.head_dim
         log_eta = F.logsigmoid(g[1] + ETA_OFFSET)
         log_keep = F.logsigmoid(-(g[2] + ALPHA_OFFSET))  # log(1 - alpha)
-        return q, k, v, theta, log_eta, log_keep
+        return q, k, v, theta, log_eta, log_keep, padded[:, -(TITANS_CONV_KERNEL - 1):].float()
+
+    def output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Retrievals y [B,H,T,hd] -> d_model: per-head RMSNorm, the gate sigmoid(W_g x), W_o."""
+        b, _, t, _ = y.shape
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + NORM_EPS)
+        y = y.transpose(1, 2).reshape(b, t, -1) * self.out_norm.float()
+        return self.o_proj((y * torch.sigmoid(self.out_gate_proj(x).float())).to(x.dtype))
 
     def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v, theta, log_eta, log_keep = self.project(x)
-        q, k, v = q.float(), k.float(), v.float()
         states = None
         if cache is not None:
             states = getattr(cache, "state", None)
@@ -185,6 +232,8 @@ class NeuralMemory(nn.Module):
         state = states.get(self.layer_idx) if states is not None else None
         if state is None:
             state = self.initial_state(b)
+        q, k, v, theta, log_eta, log_keep, tail = self.project(x, state.conv)
+        q, k, v = q.float(), k.float(), v.float()
         outs, pos = [], 0
         while pos < t and state.offset:  # finish a chunk a previous call began, token by token
             sl = slice(pos, pos + 1)
@@ -198,10 +247,9 @@ class NeuralMemory(nn.Module):
                                   log_eta[..., sl], log_keep[..., sl])
             n = sl.stop - sl.start
             # a partial last chunk keeps its start weights: the next call's tokens belong to it
-            state = new if n == self.chunk else MemoryState(w0=state.w0, w=new.w, s=new.s, offset=n)
+            state = new if n == self.chunk else MemoryState(w0=state.w0, w=new.w, s=new.s, offset=n, conv=state.conv)
             outs.append(y)
             pos = sl.stop
         if states is not None:
-            states[self.layer_idx] = state
-        y = torch.cat(outs, dim=2).transpose(1, 2).reshape(b, t, -1).to(x.dtype)
-        return self.o_proj(y)
+            states[self.layer_idx] = dataclasses.replace(state, conv=tail)
+        return self.output(x, torch.cat(outs, dim=2))

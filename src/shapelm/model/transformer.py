@@ -15,10 +15,11 @@ SiLU(gate) * in), never a matmul.
 Attention projects d_model -> d_attn = n_heads * head_dim and back, so d_attn may differ from
 d_model (hourglass attention). Gated attention (mixer "gated_attention", Qiu et al. 2025,
 position G1) multiplies the SDPA output by sigmoid(W_gate Norm(x)) before the output projection,
-one gate per channel ("elementwise") or per head ("headwise"). Titans (mixer "titans", MAL:
-memory as a layer) is m = Memory(x) (shapelm.model.titans), then sliding-window attention over
-x + m, in place of the attention branch. Hope-attention (mixer "hope_attention", Behrouz et al.
-2025c) keeps softmax attention and makes the layer's sub-MLPs a continuum memory system: each is
+one gate per channel ("elementwise") or per head ("headwise"). Titans (mixer "titans") pairs the
+neural memory (shapelm.model.titans) with sliding-window attention that also attends to learned
+persistent tokens: as a gate (MAG) y = Norm(SWA(x)) * sigmoid(Norm(Memory(x))) in place of the
+attention branch, or as a layer (MAL) two residual sublayers, memory then attention.
+Hope-attention (mixer "hope_attention", Behrouz et al. 2025c) keeps softmax attention and makes the layer's sub-MLPs a continuum memory system: each is
 a `shapelm.model.hope.CMSLevel` whose weights are fast weights, updated in context every
 cms_chunks[j] tokens (its state rides in the cache when decoding).
 No biases; untied embeddings; optional QK-norm over the full q and k widths; init N(0, 0.02)
@@ -97,7 +98,10 @@ class Attention(nn.Module):
         self.gate_proj = None
         if layer.gated:  # per token from the attention input, so a KV cache needs nothing more
             self.gate_proj = nn.Linear(d, shape.d_attn if layer.gate == "elementwise" else shape.n_heads, bias=False)
-        self.window = layer.window  # sliding-window attention (Titans' MAL) or None
+        self.window = layer.window  # sliding-window attention (Titans) or None
+        # Titans' persistent memory: learned tokens, before the sequence and seen by every query;
+        # input-independent, so they take no position (no RoPE) and need no cache
+        self.persistent = nn.Embedding(layer.persistent_tokens, d) if layer.persistent_tokens else None
         self.q_norm = RMSNorm(shape.d_attn, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(shape.kv_width, cfg.norm_eps) if cfg.qk_norm else None
 
@@ -127,6 +131,8 @@ class Attention(nn.Module):
             key_mask = getattr(kv_cache, "key_mask", None)
             if key_mask is not None:
                 mask = mask & key_mask[:, None, None, : past + seq]
+            if self.persistent is not None:
+                k, v, mask = self._with_persistent(k, v, mask)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=s.group_size > 1)
         elif past == 0:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1, enable_gqa=s.group_size > 1)
@@ -146,26 +152,60 @@ class Attention(nn.Module):
         return self.o_proj(out.reshape(batch, seq, s.d_attn))
 
 
-class TitansMAL(nn.Module):
-    """Titans' memory as a layer (MAL): y = m + SWA(Norm(x + m)), m = Memory(x); as two residual
-    sublayers (memory, then attention) that share the block's pre-norm of x."""
+    def _with_persistent(self, k, v, mask):
+        """Keys, values and mask with the persistent tokens' in front, visible to every query."""
+        s, p = self.shape, self.persistent.weight
+        pk, pv = self.k_proj(p), self.v_proj(p)
+        if self.k_norm is not None:
+            pk = self.k_norm(pk)
+        n = p.shape[0]
+        pk = pk.view(1, n, s.n_kv_heads, s.head_dim).transpose(1, 2).to(k.dtype).expand(k.shape[0], -1, -1, -1)
+        pv = pv.view(1, n, s.n_kv_heads, s.head_dim).transpose(1, 2).to(v.dtype).expand(v.shape[0], -1, -1, -1)
+        seen = torch.ones(*mask.shape[:-1], n, dtype=torch.bool, device=mask.device)
+        return torch.cat([pk, k], 2), torch.cat([pv, v], 2), torch.cat([seen, mask], -1)
+
+
+class Titans(nn.Module):
+    """Titans' neural memory beside sliding-window attention (Behrouz et al. 2024, Section 4).
+
+    MAG (memory as a gate, Section 4.2): o = Norm(SWA(x)) * sigmoid(Norm(Memory(x))), the two
+    branches read the same (block-normalised) input and each output is normalised by its own
+    learnable RMSNorm before the gate. MAL (memory as a layer, Section 4.3): the memory's output
+    is what the attention reads, each with a residual connection ("in all blocks, we use
+    residual connections", Section 4.4): x' = x + Memory(Norm(x)), x'' = x' + SWA(Norm(x'))
+    (`residual`, which the block calls with its own pre-attention norm)."""
 
     def __init__(self, cfg: ModelConfig, layer: LayerShape, layer_idx: int) -> None:
         super().__init__()
         self.shape = layer.attention
+        self.variant = layer.titans_variant
         s = layer.attention
         self.memory = NeuralMemory(cfg.d_model, s.n_heads, s.head_dim, layer.memory_hidden, layer.memory_chunk, layer_idx)
-        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg, layer, layer_idx)
+        if self.variant == "mag":
+            self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+            self.memory_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        else:
+            self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)  # the attention sublayer's pre-norm
 
     def forward(self, x, cos, sin, kv_cache=None):
-        m = self.memory(x, kv_cache)
-        return m + self.attn(self.norm(x + m), cos, sin, kv_cache)
+        if self.variant != "mag":
+            raise RuntimeError("Titans MAL is two residual sublayers: call `residual`")
+        a, m = self.attn(x, cos, sin, kv_cache), self.memory(x, kv_cache)
+        return self.attn_out_norm(a) * torch.sigmoid(self.memory_out_norm(m))
+
+    def residual(self, x, norm: RMSNorm, reordered: bool, cos, sin, kv_cache=None):
+        """MAL: the residual stream after the memory sublayer and then the attention sublayer."""
+        if reordered:
+            x = x + norm(self.memory(x, kv_cache))
+            return x + self.norm(self.attn(x, cos, sin, kv_cache))
+        x = x + self.memory(norm(x), kv_cache)
+        return x + self.attn(self.norm(x), cos, sin, kv_cache)
 
 
 #: A layer's mixer name -> the module that mixes its tokens: forward(x, cos, sin, cache).
 #: Hope-attention mixes with plain attention; its continuum memory is the FFN (`_ffn`).
-MIXER_MODULES = {"attention": Attention, "gated_attention": Attention, "titans": TitansMAL, "hope_attention": Attention}
+MIXER_MODULES = {"attention": Attention, "gated_attention": Attention, "titans": Titans, "hope_attention": Attention}
 
 
 class SwiGLU(nn.Module):
@@ -213,7 +253,9 @@ class Block(nn.Module):
         return self._forward(x, cos, sin, kv_cache)
 
     def _forward(self, x, cos, sin, kv_cache=None):
-        if self.attn is not None:
+        if isinstance(self.attn, Titans) and self.attn.variant == "mal":
+            x = self.attn.residual(x, self.attn_norm, self.reordered, cos, sin, kv_cache)
+        elif self.attn is not None:
             if self.reordered:
                 x = x + self.attn_norm(self.attn(x, cos, sin, kv_cache))
             else:
