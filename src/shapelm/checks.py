@@ -120,7 +120,7 @@ def check_experiment(exp: Experiment) -> list[str]:
 def _print_fetch_notes(exp: Experiment) -> None:
     """Inputs not fetched yet, each with the job that will fetch it (stderr, at `snakemake -n`)."""
     from shapelm.fetch import plan_notes
-    from shapelm.workflow import work_dir
+    from shapelm.plan.paths import work_dir
 
     notes = plan_notes(exp, work_dir(exp.name))
     if notes:
