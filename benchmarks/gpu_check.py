@@ -39,7 +39,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from shapelm.accounting import flops_per_token
-from shapelm.config import TrainRecipe, load_experiment, run_model_config, run_recipe
+from shapelm.config import TrainRecipe, run_model_config, run_recipe
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ShapelmError
 from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
 from shapelm.train.distributed import DistEnv

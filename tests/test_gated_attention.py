@@ -180,7 +180,7 @@ def test_paper_gated_attention_pairs_match_the_transformer_pairs():
     elementwise gate in every layer; within each pair, parameters and FLOPs are equal."""
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "paper.yaml")
     for scale in ("760m", "1300m"):

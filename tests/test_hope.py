@@ -197,7 +197,7 @@ def test_paper_hope_pairs_are_matched_and_hold_the_transformer_ffn():
     FLOPs are equal."""
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "paper.yaml")
     for scale in ("760m", "1300m"):
@@ -218,7 +218,7 @@ def test_paper_hope_pairs_are_matched_and_hold_the_transformer_ffn():
 def test_default_config_has_the_tiny_hope_pair():
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml")
     for variant in ("uniform", "cosine_1p5_0p5"):
@@ -232,7 +232,8 @@ def test_a_hope_model_trains_through_the_trainer_from_a_meta_build(tmp_path):
     CMS level's own method of that name once shadowed."""
     import numpy as np
 
-    from shapelm.config import load_experiment, resolve_run
+    from shapelm.config import resolve_run
+    from shapelm.plan.experiment import load_experiment
     from shapelm.data.tokens import write_token_dir
     from shapelm.train import train
 

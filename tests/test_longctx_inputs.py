@@ -8,12 +8,11 @@ import pytest
 from shapelm.errors import DataError
 from shapelm.longctx.inputs import (
     data_files,
-    input_problem,
     parse_hub,
     resolve_input,
     split_of,
 )
-from shapelm.longctx.sources import iter_records, iter_texts, load_documents
+from shapelm.longctx.sources import input_problem, iter_records, iter_texts, load_documents
 
 
 def write_parquet(path, rows):

@@ -61,7 +61,7 @@ def test_real_readers_take_them_at_rehearsal_lengths(written):
 
 
 def test_a_config_naming_them_passes_the_plan_check(written, monkeypatch, tmp_path):
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
     from shapelm.longctx.plan import check_longctx
 
     root, overrides, _ = written

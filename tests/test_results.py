@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shapelm import reference as R
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.results import CLAIMS_NAME, artifacts, build_results, write_captions, write_claims
 from shapelm.results import claims as C
 from shapelm.results import fmt as F

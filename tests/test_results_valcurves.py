@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.results import figures as FG
 from shapelm.results.context import Context
 from shapelm.results.readers import HELDOUT_SPLIT, read_metrics_jsonl, val_records

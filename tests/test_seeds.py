@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shapelm.config import config_hash, load_experiment
+from shapelm.config import config_hash
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.results.claims import derived_claims
 from shapelm.results.context import Context

@@ -197,7 +197,7 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
     in every layer; within each pair, parameters and FLOPs are equal."""
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     root = Path(__file__).resolve().parents[1]
     exp = load_experiment(root / "configs" / "paper.yaml")

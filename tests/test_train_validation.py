@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from shapelm.config import TrainRecipe, load_experiment
+from shapelm.config import TrainRecipe
+from shapelm.plan.experiment import load_experiment
 from shapelm.data.tokens import TokenStore, write_token_dir
 from shapelm.errors import ConfigError, DataError
 from shapelm.train import train

@@ -20,7 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shapelm.config import Experiment, load_experiment
+from shapelm.config import Experiment
+from shapelm.plan.experiment import load_experiment
 
 log = logging.getLogger(__name__)
 
