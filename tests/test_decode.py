@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from shapelm.accounting import kv_cache_bytes, mla_group_factor
-from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.cli import parse_lengths
 from shapelm.decode.model import build_decode_model, make_cache, mixer_config, predicted_kv_bytes
 from shapelm.decode.specs import PRESETS, resolve_spec

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from shapelm.cli import main
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.evaluation.loading import EvalError
 from shapelm.evaluation.synthetic import synthetic_documents, train_tiny
 from shapelm.model import ModelConfig, build_model, save_pretrained

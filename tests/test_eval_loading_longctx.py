@@ -7,7 +7,7 @@ from conftest import tiny_arch
 
 from shapelm.evaluation.loading import load_model, resolve_dtype
 from shapelm.longctx._testing import tiny_model, tiny_tokenizer
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.longctx.generate import greedy_generate, greedy_generate_batch
 from shapelm.model import build_model, save_pretrained
 from shapelm.model.builders import build_model_config

@@ -20,10 +20,10 @@ from shapelm.accounting import (
     kv_cache_bytes_per_token,
     param_counts,
 )
-from shapelm.decode.cache import MLASpec
+from shapelm.model.cache import MLASpec
 from shapelm.decode.model import build_decode_model, make_cache
 from shapelm.errors import ConfigError, ShapelmError
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 

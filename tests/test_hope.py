@@ -16,7 +16,7 @@ from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread 
 
 from shapelm.accounting import fast_weight_state_bytes, flops_per_token, param_counts
 from shapelm.errors import ConfigError
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 from shapelm.model.hope import CMSLevel

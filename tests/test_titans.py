@@ -23,7 +23,7 @@ from shapelm.accounting import (
     titans_memory_params,
 )
 from shapelm.errors import ConfigError
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 from shapelm.model.titans import NeuralMemory
