@@ -19,14 +19,7 @@ from shapelm.model.builders import build_model_config
 VOCAB = 97
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine, 2 spinning OpenMP threads make these tiny
-    models ~100x slower; restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 SHAPES = {
     "conventional": {"kind": "conventional", "d_model": 64, "n_layers": 3, "d_h": 128, "n_heads": 4},

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from shapelm.cli import main
 from shapelm.model.cache import StaticKVCache
 from shapelm.evaluation.loading import EvalError
-from shapelm.evaluation.synthetic import synthetic_documents, train_tiny
+from synthetic_lm import synthetic_documents, train_tiny
 from shapelm.model import ModelConfig, build_model, save_pretrained
 
 V = 300

@@ -9,7 +9,6 @@ import math
 
 import pytest
 import torch
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
 from test_parity_hf import (
     randomized,  # norm weights away from ones, so misplaced norms show
 )
@@ -26,6 +25,8 @@ from shapelm.errors import ConfigError, ShapelmError
 from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 97
 GQA = {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8}

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
 
 from shapelm.accounting import fast_weight_state_bytes, flops_per_token, param_counts
 from shapelm.errors import ConfigError
@@ -20,6 +19,8 @@ from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 from shapelm.model.hope import CMSLevel
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 61
 STEPS = 120

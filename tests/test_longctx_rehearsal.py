@@ -39,7 +39,7 @@ def test_files_are_identical_on_every_write(written, tmp_path):
 
 
 def test_real_readers_take_them_at_rehearsal_lengths(written):
-    from shapelm.longctx._testing import tiny_tokenizer
+    from tiny_longctx import tiny_tokenizer
     from shapelm.longctx.ruler.qa import read_hotpotqa, read_squad
     from shapelm.longctx.ruler.run import load_resources
     from shapelm.longctx.ruler.tasks import generate_task

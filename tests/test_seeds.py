@@ -23,7 +23,7 @@ from shapelm.results.seeds import spread
 from shapelm.results.tables import build_table
 from shapelm.workflow import plan_rows
 
-from test_results_fixtures import fake_ppl, write
+from results_fixtures import fake_ppl, write
 
 ROOT = Path(__file__).resolve().parents[1]
 

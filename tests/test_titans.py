@@ -10,7 +10,6 @@ learning a copy task.
 import pytest
 import torch
 import torch.nn.functional as F
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
 from torch.func import grad, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -27,6 +26,8 @@ from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 from shapelm.model.titans import NeuralMemory
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 17
 ATTN = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}

@@ -17,7 +17,6 @@ import inspect
 
 import torch
 
-from shapelm.decode.bench import summarize, time_steps
 from shapelm.errors import ShapelmError
 from shapelm.model.transformer import Transformer
 
@@ -128,10 +127,3 @@ def hf_decode_step(hf, length: int, seed: int = 0):
                   **{cache_kw: cache}).logits
 
     return step
-
-
-def hf_decode_latency(hf, length: int, warmup: int = 5, iters: int = 20, seed: int = 0) -> dict:
-    step = hf_decode_step(hf, length, seed)
-    with torch.inference_mode():
-        times = time_steps(step, next(hf.parameters()).device, warmup, iters)
-    return {"length": length, **summarize(times), "times_ms": times}

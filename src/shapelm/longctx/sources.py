@@ -282,23 +282,6 @@ def load_documents(
     return out
 
 
-def concatenated_text(source: str | os.PathLike, tokenizer=None, max_chars: int | None = None) -> str:
-    """All text of a source joined by blank lines (token dirs are decoded with ``tokenizer``)."""
-    parts, n = [], 0
-    if is_token_dir(source):
-        if tokenizer is None:
-            raise DataError(f"{source}: decoding a token directory needs --tokenizer")
-        gen = (decode(tokenizer, d) for d in token_dir_documents(source))
-    else:
-        gen = iter_texts(source)
-    for text in gen:
-        parts.append(text)
-        n += len(text)
-        if max_chars is not None and n >= max_chars:
-            break
-    return "\n\n".join(parts)
-
-
 def segment_stream(
     docs: Iterator[np.ndarray], seq_len: int, eos_id: int | None
 ) -> Iterator[np.ndarray]:

@@ -45,12 +45,6 @@ def _category(name: str) -> str:
     return "Hourglass (seed 000)"
 
 
-def figure_names(exp: Experiment) -> list[str]:
-    from shapelm.results.figures import FIGURES
-
-    return list(FIGURES)
-
-
 def _table_caption(name: str) -> str:
     from shapelm import reference as R
     from shapelm.results.tables import TABLE_TITLES
