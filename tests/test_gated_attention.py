@@ -150,7 +150,7 @@ def test_cached_generation_equals_uncached_forward(gate):
     model = randomized(gated_cfg(gate))
     prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        cache = StaticKVCache(model.config, 2, 16)  # lm-eval's greedy_generate cache
+        cache = StaticKVCache(model.config, 2, 16)  # the greedy generator's cache
         x, pos, cached = prompt, 0, []
         for _ in range(9):
             logits = model(x, kv_cache=cache, start_pos=pos).logits
