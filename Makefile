@@ -30,6 +30,7 @@ $(VENV)/.yte-guard: $(VENV)/.installed src/shapelm/yte_guard.py
 # Unit and integration tests (under 10 minutes on 2 cores); the slow end-to-end runs are in .ci/run.
 # One pytest worker per core, a test file per worker (its module fixtures are built once).
 test: env
+	$(VENV)/bin/lint-imports  # the layers of pyproject.toml's [tool.importlinter]
 	$(PY) -m pytest -m "not slow" -q -n $(CORES) --dist loadfile $(PYTEST_ARGS)
 
 test-slow: env

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import TrainRecipe, load_experiment, load_run_config, write_json_atomic
+from shapelm.config import TrainRecipe, load_run_config, write_json_atomic
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 
 ROOT = Path(__file__).parents[1]

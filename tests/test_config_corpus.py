@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from shapelm.checks import plan_experiment
-from shapelm.config import load_experiment, load_yaml
+from shapelm.config import load_yaml
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError, ShapelmError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -512,7 +513,7 @@ def test_malformed_config_file_is_refused(tmp_path, change, key):
 def test_output_paths_stay_in_their_folder(bad):
     """Behind the name pattern: each output path a name becomes is resolved and confined (here
     on names the schema never saw, e.g. set by code after loading)."""
-    from shapelm.config import check_output_paths
+    from shapelm.plan.experiment import check_output_paths
 
     exp = load_experiment(DEFAULT)
     assert check_output_paths(exp) == []

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.data import plan
 from shapelm.data.tokenizer import train_bpe
 

@@ -6,7 +6,8 @@ import urllib.request
 import numpy as np
 import pytest
 
-from shapelm.config import load_experiment, merge
+from shapelm.config import merge
+from shapelm.plan.experiment import load_experiment
 from shapelm.data import plan, rehearsal
 from shapelm.data.cli import main as data_cli
 from shapelm.data.tokenizer import load_tokenizer

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from shapelm.accounting import kv_cache_bytes, mla_group_factor
-from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.cli import parse_lengths
 from shapelm.decode.model import build_decode_model, make_cache, mixer_config, predicted_kv_bytes
 from shapelm.decode.specs import PRESETS, resolve_spec
@@ -19,14 +19,7 @@ from shapelm.model.builders import build_model_config
 VOCAB = 97
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine, 2 spinning OpenMP threads make these tiny
-    models ~100x slower; restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 SHAPES = {
     "conventional": {"kind": "conventional", "d_model": 64, "n_layers": 3, "d_h": 128, "n_heads": 4},

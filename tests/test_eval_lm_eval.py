@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from shapelm.cli import main
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.evaluation.loading import EvalError
-from shapelm.evaluation.synthetic import synthetic_documents, train_tiny
+from synthetic_lm import synthetic_documents, train_tiny
 from shapelm.model import ModelConfig, build_model, save_pretrained
 
 V = 300
@@ -73,7 +73,7 @@ def test_make_tasks_writes_jsonl_and_yamls(world):
     assert all((r["context"] + " " + r["answer"]) in text for r in ce)
     assert (tasks / "shapelm_heldout_mc.yaml").is_file() and (tasks / "shapelm_task_fns.py").is_file()
     # deterministic
-    from shapelm.evaluation.make_tasks import make_examples
+    from shapelm.evaluation.examples import make_examples
 
     assert make_examples(world["docs"], 5, 5) == make_examples(world["docs"], 5, 5)
 

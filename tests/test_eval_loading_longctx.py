@@ -6,8 +6,8 @@ import torch
 from conftest import tiny_arch
 
 from shapelm.evaluation.loading import load_model, resolve_dtype
-from shapelm.longctx._testing import tiny_model, tiny_tokenizer
-from shapelm.decode.cache import StaticKVCache
+from tiny_longctx import tiny_model, tiny_tokenizer
+from shapelm.model.cache import StaticKVCache
 from shapelm.longctx.generate import greedy_generate, greedy_generate_batch
 from shapelm.model import build_model, save_pretrained
 from shapelm.model.builders import build_model_config
@@ -62,7 +62,7 @@ def test_batched_greedy_decoding_matches_one_prompt_at_a_time():
 
 
 def test_ruler_resumes_finished_tasks(tmp_path, monkeypatch):
-    from shapelm.longctx._testing import english_text
+    from tiny_longctx import english_text
     from shapelm.longctx.ruler.run import evaluate_ruler, generate_ruler, load_resources
 
     tok = tiny_tokenizer()

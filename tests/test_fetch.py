@@ -159,7 +159,8 @@ def test_a_missing_local_file_says_where_it_comes_from(tmp_path):
 
 
 def test_the_paper_lists_every_input_kind():
-    from shapelm.config import load_experiment, load_yaml
+    from shapelm.config import load_yaml
+    from shapelm.plan.experiment import load_experiment
 
     root = Path(__file__).resolve().parents[1]
     exp = load_experiment(load_yaml(root / "configs" / "paper.yaml"))

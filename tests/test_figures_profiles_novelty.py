@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from shapelm import reference as R
-from shapelm.config import load_experiment, run_model_config
+from shapelm.config import run_model_config
+from shapelm.plan.experiment import load_experiment
 from shapelm.results import artifacts
 from shapelm.results import figures as FG
 from shapelm.results.context import Context

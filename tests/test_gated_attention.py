@@ -9,7 +9,6 @@ import math
 
 import pytest
 import torch
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
 from test_parity_hf import (
     randomized,  # norm weights away from ones, so misplaced norms show
 )
@@ -20,12 +19,14 @@ from shapelm.accounting import (
     kv_cache_bytes_per_token,
     param_counts,
 )
-from shapelm.decode.cache import MLASpec
+from shapelm.model.cache import MLASpec
 from shapelm.decode.model import build_decode_model, make_cache
 from shapelm.errors import ConfigError, ShapelmError
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 97
 GQA = {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8}
@@ -149,7 +150,7 @@ def test_cached_generation_equals_uncached_forward(gate):
     model = randomized(gated_cfg(gate))
     prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        cache = StaticKVCache(model.config, 2, 16)  # lm-eval's greedy_generate cache
+        cache = StaticKVCache(model.config, 2, 16)  # the greedy generator's cache
         x, pos, cached = prompt, 0, []
         for _ in range(9):
             logits = model(x, kv_cache=cache, start_pos=pos).logits
@@ -181,7 +182,7 @@ def test_paper_gated_attention_pairs_match_the_transformer_pairs():
     pair, parameters and FLOPs are equal."""
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "paper.yaml")
     for scale in ("760m", "1300m"):

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
 
 from shapelm.accounting import fast_weight_state_bytes, flops_per_token, param_counts
 from shapelm.errors import ConfigError
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 from shapelm.model.hope import CMSLevel
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 61
 STEPS = 120
@@ -197,7 +198,7 @@ def test_paper_hope_pairs_are_matched_and_hold_the_transformer_ffn():
     parameters and FLOPs are equal."""
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "paper.yaml")
     for scale in ("760m", "1300m"):
@@ -216,7 +217,7 @@ def test_paper_hope_pairs_are_matched_and_hold_the_transformer_ffn():
 def test_default_config_has_the_tiny_hope_pair():
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml")
     for variant in ("uniform", "cosine_1p5_0p5"):
@@ -230,7 +231,8 @@ def test_a_hope_model_trains_through_the_trainer_from_a_meta_build(tmp_path):
     CMS level's own method of that name once shadowed."""
     import numpy as np
 
-    from shapelm.config import load_experiment, resolve_run
+    from shapelm.config import resolve_run
+    from shapelm.plan.experiment import load_experiment
     from shapelm.data.tokens import write_token_dir
     from shapelm.train import train
 

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_train_helpers import child_env  # noqa: E402  (also sets up the bytecode cache)
+from train_helpers import child_env  # noqa: E402  (also sets up the bytecode cache)
 
 STEPS = 6
 FT_ARGS = ["--steps", str(STEPS), "--lr", "1e-3", "--batch", "4", "--micro-batch", "1", "--seq-len", "64",
@@ -88,7 +88,7 @@ def final_weights(out: Path) -> dict:
 
 def make_inputs(root: Path) -> None:
     from shapelm.data.tokens import write_token_dir
-    from shapelm.longctx._testing import tiny_model
+    from tiny_longctx import tiny_model
     from shapelm.model import save_pretrained
 
     save_pretrained(tiny_model(vocab_size=300, max_seq_len=32), root / "base")

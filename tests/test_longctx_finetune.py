@@ -10,7 +10,7 @@ from shapelm.data.tokens import write_token_dir
 from shapelm.errors import ConfigError
 from shapelm.longctx.checkpoint import list_checkpoints, load_checkpoint
 from shapelm.longctx.finetune import FinetuneConfig, lr_factor, yarn_finetune
-from shapelm.longctx._testing import tiny_model
+from tiny_longctx import tiny_model
 from shapelm.model import load_pretrained, save_pretrained
 
 
@@ -68,7 +68,7 @@ def test_finetune_and_resume_match_uninterrupted(setup):
 
 
 def test_finetune_from_text_source(tmp_path):
-    from shapelm.longctx._testing import english_text, tiny_tokenizer
+    from tiny_longctx import english_text, tiny_tokenizer
 
     tok = tiny_tokenizer()
     save_pretrained(tiny_model(vocab_size=tok.get_vocab_size(), max_seq_len=32), tmp_path / "base")
@@ -94,7 +94,7 @@ def test_finetune_config_errors(tmp_path):
 def test_prepare_reads_the_train_split_and_stops_at_max_segments(tmp_path):
     from shapelm.cli import main
     from shapelm.data.tokens import TokenStore
-    from shapelm.longctx._testing import english_text, tiny_tokenizer
+    from tiny_longctx import english_text, tiny_tokenizer
 
     for split, seed in (("train", 0), ("train", 1), ("test", 2)):  # deepmind's PG19 layout
         (tmp_path / "pg19" / split).mkdir(parents=True, exist_ok=True)

@@ -8,12 +8,11 @@ import pytest
 from shapelm.errors import DataError
 from shapelm.longctx.inputs import (
     data_files,
-    input_problem,
     parse_hub,
     resolve_input,
     split_of,
 )
-from shapelm.longctx.sources import iter_records, iter_texts, load_documents
+from shapelm.longctx.sources import input_problem, iter_records, iter_texts, load_documents
 
 
 def write_parquet(path, rows):
@@ -81,7 +80,7 @@ def test_proofpile_test_split_folder_of_jsonl_gz(hub, tmp_path):
         "train/proofpile_train_0.jsonl.gz": jsonl_gz(["train doc"]),
         "test/proofpile_test.jsonl.gz": jsonl_gz(["alpha " * 400, "short", "beta " * 400]),
     })
-    from shapelm.longctx._testing import tiny_tokenizer
+    from tiny_longctx import tiny_tokenizer
 
     docs = load_documents("hf:hoskinson-center/proof-pile", tiny_tokenizer(), min_tokens=300, num_docs=2)
     assert len(docs) == 2  # the two long test documents, in order; "short" and train skipped

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.fetch import experiment_inputs
 from shapelm.longctx.plan import check_longctx, longctx_settings, needed_inputs, run_lengths

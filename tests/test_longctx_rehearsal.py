@@ -39,7 +39,7 @@ def test_files_are_identical_on_every_write(written, tmp_path):
 
 
 def test_real_readers_take_them_at_rehearsal_lengths(written):
-    from shapelm.longctx._testing import tiny_tokenizer
+    from tiny_longctx import tiny_tokenizer
     from shapelm.longctx.ruler.qa import read_hotpotqa, read_squad
     from shapelm.longctx.ruler.run import load_resources
     from shapelm.longctx.ruler.tasks import generate_task
@@ -61,7 +61,7 @@ def test_real_readers_take_them_at_rehearsal_lengths(written):
 
 
 def test_a_config_naming_them_passes_the_plan_check(written, monkeypatch, tmp_path):
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
     from shapelm.longctx.plan import check_longctx
 
     root, overrides, _ = written

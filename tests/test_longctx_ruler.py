@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from shapelm.errors import ConfigError
-from shapelm.longctx._testing import english_text, tiny_model, tiny_tokenizer
+from tiny_longctx import english_text, tiny_model, tiny_tokenizer
 from shapelm.longctx.ruler import (
     TASK_NAMES,
     TEMPLATES,

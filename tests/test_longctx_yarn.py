@@ -59,7 +59,7 @@ def test_yarn_scaling_dict():
 
 
 def test_apply_yarn_sets_config_and_changes_rope():
-    from shapelm.longctx._testing import tiny_model
+    from tiny_longctx import tiny_model
 
     m = tiny_model(max_seq_len=64)
     x = torch.randint(0, 600, (1, 20))

@@ -28,7 +28,7 @@ V = 300
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tmp_path_factory):
     from shapelm.data.tokenizer import train_bpe
-    from shapelm.evaluation.synthetic import synthetic_documents
+    from synthetic_lm import synthetic_documents
 
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
     train_bpe(synthetic_documents(), 280, path)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.workflow import PLAN_STAGES, plan_rows, run_stage_gpu_hours
 
 PAPER = load_experiment(Path(__file__).parents[1] / "configs" / "paper.yaml")

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from shapelm import cli
+from shapelm import recipe_diff as RD
 from shapelm import recipes as RC
 from shapelm import reference as R
-from shapelm.config import load_experiment, load_yaml, run_recipe
+from shapelm.config import load_yaml, run_recipe
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.train.schedule import lr_at
 
@@ -31,7 +33,7 @@ def paper(paper_data):
 
 @pytest.fixture(scope="module")
 def official():
-    return RC.load_configs([str(CONFIGS / "paper.yaml"), str(CONFIGS / "overlays" / "paper-official.yaml")])
+    return RD.load_configs([str(CONFIGS / "paper.yaml"), str(CONFIGS / "overlays" / "paper-official.yaml")])
 
 
 def _only(data, runs, **top):
@@ -198,8 +200,8 @@ def test_status_compares_at_the_printed_precision():
 def test_figure4_r2_reproduces_only_with_160b():
     r2_conv = R.printed("hourglass_fig4_compute_fit", "fit_acc_vs_log_compute", "r2_first")
     r2_hg = R.printed("hourglass_fig4_compute_fit", "fit_acc_vs_log_compute", "r2_second")
-    pc, ph, ps = RC.fig4_under("paper")
-    oc, oh, os_ = RC.fig4_under("official")
+    pc, ph, ps = RD.fig4_under("paper")
+    oc, oh, os_ = RD.fig4_under("official")
     assert r2_conv.matches(pc.r2) and r2_hg.matches(ph.r2)
     assert not r2_conv.matches(oc.r2) and not r2_hg.matches(oh.r2)
     assert round(oc.r2, 4) == 0.9996 and round(oh.r2, 4) == 0.9993
@@ -208,7 +210,7 @@ def test_figure4_r2_reproduces_only_with_160b():
 
 
 def test_8b_gpu_hours_and_implied_mfu_under_each_recipe():
-    rows = {(r["group"], r["field"]): r for r in RC.derived_rows()}
+    rows = {(r["group"], r["field"]): r for r in RD.derived_rows()}
     hours = rows[("hourglass_8B", "hg8b_conv: GPU-hours (B200, MFU 0.4)")]
     assert float(hours["paper"]) / float(hours["official"]) == pytest.approx(160 / 100.0006, rel=2e-3)
     mfu = rows[("hourglass_8B", "hg8b_hg: MFU implied by 8 days on 8 B200 (BF16 peak)")]
@@ -223,7 +225,7 @@ def test_8b_gpu_hours_and_implied_mfu_under_each_recipe():
 def test_tied_embeddings_save_one_vocabulary_matrix(run):
     from shapelm.accounting import param_counts
 
-    cfg = RC.table2_model(run)
+    cfg = RD.table2_model(run)
     untied, tied = param_counts(cfg), param_counts(cfg, tie_embeddings=True)
     assert untied.total - tied.total == cfg.vocab_size * cfg.d_model
     assert untied.non_embedding == tied.non_embedding
@@ -235,7 +237,7 @@ def test_tied_embeddings_save_one_vocabulary_matrix(run):
 
 def test_recipe_diff_table_lists_differences_with_both_sources(tmp_path):
     exp = load_experiment(CONFIGS / "default.yaml")
-    paths = RC.write_recipe_diff(exp, tmp_path)
+    paths = RD.write_recipe_diff(exp, tmp_path)
     assert [p.name for p in paths] == ["recipe_diff.csv", "recipe_diff.md"]
     rows = list(csv.DictReader(io.StringIO(paths[0].read_text())))
     by = {(r["group"], r["field"]): r for r in rows}

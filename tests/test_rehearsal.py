@@ -33,7 +33,7 @@ TRAINED_RUNS = ["hg3b_hg", "tp440m_linear_1p5_0p5", "tp1300m_cosine_1p5_0p5", "l
 
 
 def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
     from shapelm.rehearsal import rehearsal_config, write_inputs
     from shapelm.workflow import train_plan
 
@@ -53,7 +53,8 @@ def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
 
 def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
     """The released-code recipe ranks above a scale's settings; the rehearsal's sizes still win."""
-    from shapelm.config import load_experiment, merge, resolve_run
+    from shapelm.config import merge, resolve_run
+    from shapelm.plan.experiment import load_experiment
     from shapelm.rehearsal import rehearsal_config, write_inputs
 
     write_inputs(tmp_path / "inputs")
@@ -70,7 +71,8 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
     import numpy as np
     import torch
 
-    from shapelm.config import load_experiment, resolve_run
+    from shapelm.config import resolve_run
+    from shapelm.plan.experiment import load_experiment
     from shapelm.data.tokens import write_token_dir
     from shapelm.rehearsal import rehearsal_config, write_inputs
     from shapelm.train import train
@@ -131,7 +133,7 @@ def test_the_paper_rehearsed_through_slurm(tmp_path):
     ensure_gpu_cluster()
     repo = _copy_repo(tmp_path / "repo")
     env = {**_env(), "SHAPELM_HOLD_AT": f"{PREEMPTED[0]}:{PREEMPTED[1]}"}
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     names = list(load_experiment(ROOT / "configs" / "paper.yaml").runs)
     assert set(TRAINED_RUNS + EVALUATED_RUNS) <= set(names)

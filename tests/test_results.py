@@ -1,7 +1,7 @@
 """shapelm.results: tables beside the paper values, derived claims, figures, artifacts, CLI.
 
 One build without any per-run results (module scope) and one with fabricated results
-(tests/test_results_fixtures.py: clearly fake numbers) keep the suite under a minute.
+(tests/results_fixtures.py: clearly fake numbers) keep the suite under a minute.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shapelm import reference as R
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.results import CLAIMS_NAME, artifacts, build_results, write_captions, write_claims
 from shapelm.results import claims as C
 from shapelm.results import fmt as F
@@ -25,7 +25,7 @@ from shapelm.results.render import write_table
 from shapelm.results.readers import ResultsError, read_downstream, read_ppl
 from shapelm.results.tables import KNOWN_DIFFERENCES, build_table, regenerated_tables
 
-from test_results_fixtures import fabricate, fake_downstream
+from results_fixtures import fabricate, fake_downstream
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "configs" / "paper.yaml"

@@ -1,6 +1,6 @@
 """Tables and figures from the evaluations during training (metrics.jsonl "val" records):
 Tapered Table 1 / Figure 2 on the in-distribution split beside the held-out sets, LWS Figures 4-7.
-The per-run files are fabricated (tests/test_results_fixtures.py)."""
+The per-run files are fabricated (tests/results_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.results import figures as FG
 from shapelm.results.context import Context
 from shapelm.results.readers import HELDOUT_SPLIT, read_metrics_jsonl, val_records
 from shapelm.results.render import write_table
 from shapelm.results.tables import build_table
-from test_results_fixtures import fabricate
+from results_fixtures import fabricate
 
 ROOT = Path(__file__).resolve().parents[1]
 LWS_FIGS = ("lws_fig4_val_ppl", "lws_fig5_val_ppl_variants", "lws_fig6_train_ce", "lws_fig7_train_ce_zoom")

@@ -19,7 +19,8 @@ CONFIGS = ("configs/default.yaml", "configs/paper.yaml")
 
 def current_pins() -> dict[str, dict[str, dict[str, str]]]:
     """config file -> run -> its `config_hash` and its run directory, as the code computes them."""
-    from shapelm.config import config_hash, load_experiment
+    from shapelm.config import config_hash
+    from shapelm.plan.experiment import load_experiment
     from shapelm.plan.paths import run_dir
 
     pins = {}

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shapelm.config import config_hash, load_experiment
+from shapelm.config import config_hash
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.results.claims import derived_claims
 from shapelm.results.context import Context
@@ -22,7 +23,7 @@ from shapelm.results.seeds import spread
 from shapelm.results.tables import build_table
 from shapelm.workflow import plan_rows
 
-from test_results_fixtures import fake_ppl, write
+from results_fixtures import fake_ppl, write
 
 ROOT = Path(__file__).resolve().parents[1]
 

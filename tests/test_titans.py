@@ -10,7 +10,6 @@ learning a copy task.
 import pytest
 import torch
 import torch.nn.functional as F
-from test_decode import one_thread  # noqa: F401  (autouse: one intra-op thread on a shared machine)
 from torch.func import grad, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -24,10 +23,12 @@ from shapelm.accounting import (
     titans_memory_params,
 )
 from shapelm.errors import ConfigError
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 from shapelm.model.titans import NeuralMemory
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 17
 ATTN = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}
@@ -246,7 +247,7 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
     FLOPs are equal."""
     from pathlib import Path
 
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     root = Path(__file__).resolve().parents[1]
     exp = load_experiment(root / "configs" / "paper.yaml")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train_helpers import load_final, make_tokens, run_config, write_config
+from train_helpers import load_final, make_tokens, run_config, write_config
 from test_train_safety import flip_byte
 from test_train_sharded import metrics, torchrun
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from shapelm.train import train
-from test_train_helpers import (
+from train_helpers import (
     HELPER,
     child_env,
     load_final,

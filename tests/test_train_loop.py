@@ -11,15 +11,10 @@ from shapelm.model import load_pretrained
 from shapelm.model.transformer import Transformer
 from shapelm.train import NonFiniteLossError, train
 from shapelm.train import checkpoint as ckpt
-from test_train_helpers import load_final, make_tokens, run_config
+from train_helpers import load_final, make_tokens, run_config
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from shapelm.model import ModelConfig, build_model
 from shapelm.train import grad_accumulation, lr_at, param_groups, train
 from shapelm.train.distributed import env_from_slurm, expand_nodelist
 from shapelm.train.schedule import decays
-from test_train_helpers import make_tokens, run_config
+from train_helpers import make_tokens, run_config
 
 
 def recipe(**kw) -> TrainRecipe:

@@ -11,7 +11,7 @@ import torch
 
 from shapelm.train import checkpoint as ckpt
 from shapelm.train import train
-from test_train_helpers import (
+from train_helpers import (
     child_env,
     driver_cmd,
     load_final,
@@ -22,12 +22,7 @@ from test_train_helpers import (
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # the children run with one thread too: same kernels, same bits
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

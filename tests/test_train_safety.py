@@ -16,14 +16,13 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from test_train_helpers import (
+from train_helpers import (
     VOCAB,
     child_env,
     driver_cmd,
     load_final,
     make_tokens,
     run_config,
-    single_thread,
     wait_for_step,
     write_config,
 )
@@ -36,10 +35,7 @@ from shapelm.train.storage import StorageError
 from shapelm.train.threads import resolve_threads
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    with single_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train_helpers import (
+from train_helpers import (
     HELPER,
     child_env,
     load_final,

@@ -12,24 +12,20 @@ import numpy as np
 import pytest
 import torch
 
-from shapelm.config import TrainRecipe, load_experiment
+from shapelm.config import TrainRecipe
+from shapelm.plan.experiment import load_experiment
 from shapelm.data.tokens import TokenStore, write_token_dir
 from shapelm.errors import ConfigError, DataError
 from shapelm.train import train
 from shapelm.train.distributed import DistEnv
 from shapelm.train.evaluator import HELDOUT_SPLIT, due_steps, heldout_split, is_due
 from shapelm.train.loop import grad_accumulation, micro_batches
-from test_train_helpers import make_tokens, run_config
+from train_helpers import make_tokens, run_config
 
 EVAL = dict(eval_every=5 * 128, eval_heldout_sequences=13, eval_max_instances=10)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from shapelm.checks import check_resources, raise_on
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.launch import launch_command
 from shapelm.slurm_check import PlannedJob, parse_dry_run, sbatch_command

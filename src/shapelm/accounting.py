@@ -299,3 +299,33 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
         "state_bytes_per_seq": decoding_state_bytes(cfg),
     }
+
+
+# Dense bf16 peak FLOP/s per device (no sparsity), by substring of torch.cuda.get_device_name.
+# Ordered: the first matching key wins (so "H100 PCIe" precedes "H100").
+PEAK_BF16_FLOPS: list[tuple[str, float]] = [
+    ("GB200", 2.5e15),
+    ("B200", 2.25e15),
+    ("B100", 1.75e15),
+    ("H200", 989e12),
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("H800", 989e12),
+    ("GH200", 989e12),
+    ("A100", 312e12),
+    ("A800", 312e12),
+    ("L40S", 362e12),
+    ("A6000", 155e12),
+    ("L4", 121e12),
+    ("A10G", 70e12),
+    ("V100", 125e12),  # fp16 tensor cores; V100 has no bf16
+    ("MI300X", 1307e12),
+    ("MI250X", 383e12),
+]
+
+
+def peak_flops_for(device_name: str) -> float | None:
+    for key, value in PEAK_BF16_FLOPS:
+        if key.lower() in device_name.lower():
+            return value
+    return None

@@ -15,15 +15,8 @@ import re
 import sys
 from typing import Any
 
-from shapelm.config import (
-    Experiment,
-    load_experiment,
-    load_yaml,
-    raise_problems,
-    run_model_config,
-    run_recipe,
-    validate_schema,
-)
+from shapelm.config import Experiment, load_yaml, raise_problems, run_model_config, run_recipe, validate_schema
+from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ShapelmError
 
 

@@ -25,7 +25,7 @@ COMMAND_MODULES = [
     "shapelm.decode.cli",
     "shapelm.results.cli",
     "shapelm.workflow_cli",
-    "shapelm.recipes",
+    "shapelm.recipe_diff",
     "shapelm.launch",
     "shapelm.slurm_check",
     "shapelm.rehearsal",

@@ -128,7 +128,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     out["description"] = f"CPU rehearsal of {paper.get('name', 'the experiment')} (shapelm.rehearsal)"
 
     # Segment counts as the paper's time limits make them, so the chains are rehearsed too.
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     paper_exp = load_experiment(paper)
     segments: dict[str, int] = {}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from shapelm.config import load_experiment, write_json_atomic
+from shapelm.config import write_json_atomic
+from shapelm.plan.experiment import load_experiment
 from shapelm.workflow import PLAN_STAGES, plan_rows
 
 

@@ -109,7 +109,7 @@ def token_stream(m: LoadedModel, text: str, n_tokens: int, tokenizer: str | None
     `text_tokenizer` and re-encoded. A text file or a directory of text files is encoded with the
     model's tokenizer (`tokenizer`, else the one saved with the model)."""
     from shapelm.evaluation.loading import EvalError, find_tokenizer_near
-    from shapelm.evaluation.make_tasks import documents_from_text, documents_from_token_dir
+    from shapelm.evaluation.examples import documents_from_text, documents_from_token_dir
 
     p = Path(text)
     is_token_dir = (p / "manifest.json").is_file()

@@ -1,6 +1,6 @@
 """KV-cache decode path and the decode-latency benchmark (seed 000 4.7, B.1; docs/DECODE.md)."""
 
-from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention, MLAShape
 from shapelm.decode.model import (
     MIXERS,

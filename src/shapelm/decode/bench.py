@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from shapelm.accounting import decoding_state_bytes
-from shapelm.decode.cache import MLASpec
+from shapelm.model.cache import MLASpec
 from shapelm.decode.model import (
     build_decode_model,
     group_factor,

@@ -2,9 +2,8 @@
 transformers' own `StaticCache`, to check shapelm's decode path is not slower.
 
 `to_llama(model)` copies the weights of a shapelm `Transformer` whose shape LLaMA can express
-(uniform layers, one SwiGLU per layer, pre-norm, no QK-norm, no YaRN). It uses
-`shapelm.evaluation.export_hf` (`stock_config` / `stock_state_dict`, the `shapelm export-hf`
-mapping) when that module is importable, else its own identical mapping:
+(uniform layers, one SwiGLU per layer, pre-norm, no QK-norm, no YaRN), with the one shapelm ->
+transformers mapping, `shapelm export-hf`'s (`shapelm.evaluation.export_hf`):
 
     embed_tokens -> model.embed_tokens          layers.i.attn_norm  -> input_layernorm
     layers.i.attn.{q,k,v,o}_proj -> self_attn   layers.i.mlp_norms.0 -> post_attention_layernorm
@@ -17,72 +16,32 @@ import inspect
 
 import torch
 
-from shapelm.decode.bench import summarize, time_steps
 from shapelm.errors import ShapelmError
+from shapelm.evaluation.export_hf import choose_architecture, stock_config, stock_state_dict
 from shapelm.model.transformer import Transformer
 
 
 def llama_config(cfg):
-    from transformers import LlamaConfig
-
-    shapes = {(layer.attention, layer.ffn_widths) for layer in cfg.layers}
-    if len(shapes) != 1:
-        raise ShapelmError("to_llama: LLaMA needs every layer to have the same shape")
-    attn, widths = shapes.pop()
-    if attn is None or len(widths) != 1:
-        raise ShapelmError("to_llama: LLaMA layers have attention and exactly one FFN")
-    if any(layer.mixer != "attention" for layer in cfg.layers):
-        mixers = sorted({layer.mixer for layer in cfg.layers} - {"attention", "none"})
+    """transformers' `LlamaConfig` of a shapelm config LLaMA can express: the `shapelm export-hf`
+    mapping (`stock_config`), refused with the reason for any other shape."""
+    mixers = sorted({layer.mixer for layer in cfg.layers} - {"attention", "none"})
+    if mixers:
         raise ShapelmError(f"to_llama: LLaMA attention has no output gate or memory; "
                            f"the config has {', '.join(mixers)} layers")
-    if cfg.qk_norm or cfg.norm_placement != "pre" or cfg.rope_scaling:
-        raise ShapelmError("to_llama: needs qk_norm False, norm_placement 'pre' and no rope_scaling")
-    return LlamaConfig(
-        vocab_size=cfg.vocab_size,
-        hidden_size=cfg.d_model,
-        intermediate_size=widths[0],
-        num_hidden_layers=cfg.n_layers,
-        num_attention_heads=attn.n_heads,
-        num_key_value_heads=attn.n_kv_heads,
-        head_dim=attn.head_dim,
-        max_position_embeddings=cfg.max_seq_len,
-        rms_norm_eps=cfg.norm_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
-        tie_word_embeddings=False,
-        attention_bias=False,
-        mlp_bias=False,
-    )
-
-
-def llama_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
-    sd = {"model.embed_tokens.weight": model.embed_tokens.weight, "model.norm.weight": model.norm.weight,
-          "lm_head.weight": model.lm_head.weight}
-    for i, block in enumerate(model.layers):
-        p = f"model.layers.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            sd[p + f"self_attn.{name}.weight"] = getattr(block.attn, name).weight
-        sd[p + "input_layernorm.weight"] = block.attn_norm.weight
-        sd[p + "post_attention_layernorm.weight"] = block.mlp_norms[0].weight
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            sd[p + f"mlp.{name}.weight"] = getattr(block.mlps[0], name).weight
-    return sd
+    if cfg.rope_scaling:  # the peer recomputes default RoPE frequencies (to_llama)
+        raise ShapelmError("to_llama: the decode peer has no rope_scaling (YaRN)")
+    if choose_architecture(cfg) != "LlamaForCausalLM":
+        raise ShapelmError("to_llama: LLaMA needs every layer the same shape (attention and exactly one "
+                           "FFN), qk_norm False and norm_placement 'pre'")
+    return stock_config(cfg, "LlamaForCausalLM")
 
 
 def to_llama(model: Transformer, attn_implementation: str = "sdpa"):
     """A `LlamaForCausalLM` with `model`'s weights (same device and dtype)."""
     from transformers import LlamaForCausalLM
 
-    hf_cfg = llama_config(model.config)  # validates the shape either way
-    state = None
-    try:
-        from shapelm.evaluation.export_hf import stock_config, stock_state_dict
-
-        hf_cfg = stock_config(model.config, "LlamaForCausalLM")
-        state = stock_state_dict({k: v.detach() for k, v in model.state_dict().items()}, "LlamaForCausalLM")
-    except ImportError:
-        pass
-    if state is None:
-        state = {k: v.detach() for k, v in llama_state_dict(model).items()}
+    hf_cfg = llama_config(model.config)
+    state = stock_state_dict({k: v.detach() for k, v in model.state_dict().items()}, "LlamaForCausalLM")
     p = next(model.parameters())
     with torch.device("meta"):
         hf = LlamaForCausalLM(hf_cfg)
@@ -128,10 +87,3 @@ def hf_decode_step(hf, length: int, seed: int = 0):
                   **{cache_kw: cache}).logits
 
     return step
-
-
-def hf_decode_latency(hf, length: int, warmup: int = 5, iters: int = 20, seed: int = 0) -> dict:
-    step = hf_decode_step(hf, length, seed)
-    with torch.inference_mode():
-        times = time_steps(step, next(hf.parameters()).device, warmup, iters)
-    return {"length": length, **summarize(times), "times_ms": times}

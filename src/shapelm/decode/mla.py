@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shapelm.decode.cache import MLASpec
+from shapelm.model.cache import MLASpec
 from shapelm.model.config import AttentionShape, ModelConfig
 from shapelm.model.rope import apply_rope
 from shapelm.model.transformer import RMSNorm

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from shapelm.accounting import kv_cache_bytes, mla_group_factor
-from shapelm.decode.cache import MLASpec, StaticKVCache
+from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig

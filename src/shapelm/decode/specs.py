@@ -92,7 +92,8 @@ def _with_vocab(cfg: ModelConfig, vocab_size: int | None) -> ModelConfig:
 
 def resolve_runs(config: str, runs: list[str], vocab_size: int | None = None) -> list[tuple[str, ModelConfig]]:
     """Arms from an experiment config's named runs."""
-    from shapelm.config import load_experiment, run_model_config
+    from shapelm.config import run_model_config
+    from shapelm.plan.experiment import load_experiment
 
     exp = load_experiment(config)
     return [(run, _with_vocab(run_model_config(exp.run(run)), vocab_size)) for run in runs]

@@ -26,7 +26,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from shapelm.decode.cache import StaticKVCache
+from shapelm.longctx.generate import greedy_generate_batch
 from shapelm.evaluation.loading import (
     EvalError,
     TextTokenizer,
@@ -180,37 +180,12 @@ class ShapelmLM(TemplateLM):
         return totals
 
     # -- greedy generation ----------------------------------------------------------------------
-    @torch.no_grad()
-    def greedy_generate(self, prompts: list[list[int]], max_new_tokens: int, stop_ids=()) -> list[list[int]]:
-        """Greedy decoding of equal-length prompts in one batch with a preallocated KV cache.
-
-        The decoder has no padding mask, so batches hold prompts of the same length
-        (``generate_until`` groups them); generation stops when every row has emitted a stop id.
-        """
-        if len({len(p) for p in prompts}) != 1:
-            raise EvalError("greedy_generate: prompts in one batch must have equal length")
-        prompt_len = len(prompts[0])
-        cache = StaticKVCache(
-            self.model.config, len(prompts), prompt_len + max_new_tokens,
-            device=self.device, dtype=self._dtype,
-        )
-        x = torch.tensor(prompts, dtype=torch.long, device=self.device)
-        out = [[] for _ in prompts]
-        done = torch.zeros(len(prompts), dtype=torch.bool, device=self.device)
-        stop = torch.tensor(sorted(set(stop_ids)) or [-1], device=self.device)
-        pos = 0
-        for _ in range(max_new_tokens):
-            logits = self.model(x, kv_cache=cache, start_pos=pos).logits[:, -1]
-            pos += x.shape[1]
-            nxt = logits.argmax(-1)
-            for r, t in enumerate(nxt.tolist()):
-                if not done[r]:
-                    out[r].append(t)
-            done |= torch.isin(nxt, stop)
-            if bool(done.all()):
-                break
-            x = nxt[:, None]
-        return out
+    def greedy_generate(self, prompts: list[list[int]], max_new_tokens: int, eos_id: int | None = None) -> list[list[int]]:
+        """Greedy continuations of `prompts` decoded together, each ending before `eos_id`: the
+        one greedy generator (`shapelm.longctx.generate`: ragged prompts key-masked in one
+        cache; models with a recurrent state one prompt at a time)."""
+        return greedy_generate_batch(self.model, prompts, [max_new_tokens] * len(prompts), eos_id=eos_id,
+                                     device=self.device)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from lm_eval.models.utils import handle_stop_sequences
@@ -234,7 +209,7 @@ class ShapelmLM(TemplateLM):
         for (_, max_new), idx in sorted(groups.items(), key=lambda kv: -kv[0][0]):
             for b in range(0, len(idx), self.batch_size):
                 chunk = idx[b : b + self.batch_size]
-                outs = self.greedy_generate([prepared[i][0] for i in chunk], max_new, [self.eot_token_id])
+                outs = self.greedy_generate([prepared[i][0] for i in chunk], max_new, self.eot_token_id)
                 for i, toks in zip(chunk, outs):
                     text = self.tok_decode(toks)
                     for s in prepared[i][2]:

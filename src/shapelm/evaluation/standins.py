@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from shapelm.errors import EvalError
+from shapelm.evaluation.examples import make_examples
 
 SUFFIX = ".standin.jsonl"
 LETTERS = "ABCDE"
@@ -153,8 +154,6 @@ def standin_tasks(names: list[str]) -> list[str]:
 def make_standins(tasks: list[str], docs: list[str], n: int, seed: int) -> dict[str, list[dict]]:
     """{task: rows}: each task's items from its own shuffle of the documents (seed + its index in
     BUILDERS), so two tasks of the same form do not ask the same questions."""
-    from shapelm.evaluation.make_tasks import make_examples
-
     out = {}
     for task in standin_tasks(tasks):
         n_choices, build = BUILDERS[task]

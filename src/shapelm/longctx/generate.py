@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from shapelm.accounting import decoding_state_bytes
-from shapelm.decode.cache import StaticKVCache
+from shapelm.model.cache import StaticKVCache
 
 
 def _prefill(model, ids: torch.Tensor, cache, start_pos: int, chunk: int | None) -> torch.Tensor:

@@ -150,18 +150,3 @@ def data_files(directory: str | os.PathLike, split: str | None = None) -> list[P
         if not files:
             raise DataError(f"{d}: no {split!r} files among {[f.name for f in named][:6]}")
     return files
-
-
-def input_problem(spec: str | os.PathLike, split: str | None = None) -> str | None:
-    """Why ``spec`` cannot be read, or None; reads no data (a directory listing at most)."""
-    from shapelm.longctx.sources import datasets_problem, is_datasets_source
-
-    if is_datasets_source(spec):
-        return datasets_problem(spec)
-    try:
-        p = resolve_input(spec)
-        if p.is_dir() and not (p / "manifest.json").is_file():
-            data_files(p, split)
-    except DataError as e:
-        return str(e)
-    return None

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from shapelm.config import Experiment, section_defaults
-from shapelm.longctx.inputs import INPUT_SPLITS, input_problem
+from shapelm.longctx.inputs import INPUT_SPLITS
+from shapelm.longctx.sources import input_problem
 
 #: The paper's settings (PROTOCOLS.md section 9), kept as the schema's `default:` values of the
 #: `longctx:` section (the loader fills them in; the section overrides them).

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from shapelm.errors import DataError
+from shapelm.longctx.inputs import data_files, resolve_input
 
 
 def encode(tokenizer, text: str) -> list[int]:
@@ -82,8 +83,6 @@ def load_hf_dataset(source: str | os.PathLike, split: str | None = None):
             target = spec[len(DATASETS_PREFIX):]
             local = target.startswith(("hf:", "/", ".", "~")) or Path(target).expanduser().exists()
             if local:
-                from shapelm.longctx.inputs import resolve_input
-
                 ds = datasets.load_dataset(str(resolve_input(target)), split=split)
             else:
                 path, _, config = target.partition(":")
@@ -110,8 +109,6 @@ def datasets_problem(source: str | os.PathLike) -> str | None:
         return None
     target = spec[len(DATASETS_PREFIX):]
     if target.startswith(("hf:", "/", ".", "~")) or Path(target).expanduser().exists():
-        from shapelm.longctx.inputs import resolve_input
-
         try:
             resolve_input(target)
         except DataError as e:
@@ -149,8 +146,6 @@ def iter_texts(source: str | os.PathLike, text_key: str = "text", split: str | N
 
 def source_files(source: str | os.PathLike, split: str | None = None) -> list[Path]:
     """The files of a source (a file, a directory's data files, a cached hub repo's)."""
-    from shapelm.longctx.inputs import data_files, resolve_input
-
     p = resolve_input(source)
     return data_files(p, split) if p.is_dir() else [p]
 
@@ -237,8 +232,6 @@ def iter_documents(
 
     Text is tokenized ``batch_docs`` documents at a time with ``encode_batch``, which runs on
     every CPU of the job (one document at a time would tokenize PG19 on one core)."""
-    from shapelm.longctx.inputs import resolve_input
-
     if is_token_dir(source):
         yield from token_dir_documents(source)
         return
@@ -289,23 +282,6 @@ def load_documents(
     return out
 
 
-def concatenated_text(source: str | os.PathLike, tokenizer=None, max_chars: int | None = None) -> str:
-    """All text of a source joined by blank lines (token dirs are decoded with ``tokenizer``)."""
-    parts, n = [], 0
-    if is_token_dir(source):
-        if tokenizer is None:
-            raise DataError(f"{source}: decoding a token directory needs --tokenizer")
-        gen = (decode(tokenizer, d) for d in token_dir_documents(source))
-    else:
-        gen = iter_texts(source)
-    for text in gen:
-        parts.append(text)
-        n += len(text)
-        if max_chars is not None and n >= max_chars:
-            break
-    return "\n\n".join(parts)
-
-
 def segment_stream(
     docs: Iterator[np.ndarray], seq_len: int, eos_id: int | None
 ) -> Iterator[np.ndarray]:
@@ -321,3 +297,16 @@ def segment_stream(
     for chunk in iter_chunks(with_eos(), seq_len):
         if chunk.size == seq_len:
             yield chunk
+
+
+def input_problem(spec: str | os.PathLike, split: str | None = None) -> str | None:
+    """Why ``spec`` cannot be read, or None; reads no data (a directory listing at most)."""
+    if is_datasets_source(spec):
+        return datasets_problem(spec)
+    try:
+        p = resolve_input(spec)
+        if p.is_dir() and not (p / "manifest.json").is_file():
+            data_files(p, split)
+    except DataError as e:
+        return str(e)
+    return None

@@ -20,7 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shapelm.config import Experiment, load_experiment
+from shapelm.config import Experiment
+from shapelm.plan.experiment import load_experiment
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +43,6 @@ def _category(name: str) -> str:
     if name == CLAIMS_NAME:
         return "Derived claims"
     return "Hourglass (seed 000)"
-
-
-def figure_names(exp: Experiment) -> list[str]:
-    from shapelm.results.figures import FIGURES
-
-    return list(FIGURES)
 
 
 def _table_caption(name: str) -> str:

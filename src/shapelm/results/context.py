@@ -195,7 +195,7 @@ class Context:
         flops = self.acc(run)["flops_per_token"] * per_device
         mfu = found["mfu"]
         if mfu is None and device == "cuda":
-            from shapelm.train.observe import peak_flops_for
+            from shapelm.accounting import peak_flops_for
 
             res = {**self.exp.raw.get("resources", {}),
                    **self.exp.raw["scales"][self.exp.runs[run]["scale"]].get("resources", {})}

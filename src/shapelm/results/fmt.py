@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 from shapelm.reference import PrintedNumber
@@ -72,10 +71,6 @@ def diff_text(ours: float, p: PrintedNumber) -> tuple[str, float, float | None]:
     if st["decimals"] == 0 and float(absd).is_integer():
         return f"{int(absd):+d}", absd, rel
     return f"{absd:+.{p.decimals + 1}f}", absd, rel
-
-
-def is_finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
 
 
 def length_label(tokens: int) -> str:

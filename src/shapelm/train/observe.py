@@ -13,38 +13,9 @@ from typing import Any
 
 import torch
 
+from shapelm.accounting import PEAK_BF16_FLOPS, peak_flops_for  # noqa: F401 (the trainer's names)
 from shapelm.files import write_text
 from shapelm.train.tracking import open_tracker
-
-# Dense bf16 peak FLOP/s per device (no sparsity), by substring of torch.cuda.get_device_name.
-# Ordered: the first matching key wins (so "H100 PCIe" precedes "H100").
-PEAK_BF16_FLOPS: list[tuple[str, float]] = [
-    ("GB200", 2.5e15),
-    ("B200", 2.25e15),
-    ("B100", 1.75e15),
-    ("H200", 989e12),
-    ("H100 PCIe", 756e12),
-    ("H100", 989e12),
-    ("H800", 989e12),
-    ("GH200", 989e12),
-    ("A100", 312e12),
-    ("A800", 312e12),
-    ("L40S", 362e12),
-    ("A6000", 155e12),
-    ("L4", 121e12),
-    ("A10G", 70e12),
-    ("V100", 125e12),  # fp16 tensor cores; V100 has no bf16
-    ("MI300X", 1307e12),
-    ("MI250X", 383e12),
-]
-
-
-def peak_flops_for(device_name: str) -> float | None:
-    for key, value in PEAK_BF16_FLOPS:
-        if key.lower() in device_name.lower():
-            return value
-    return None
-
 
 def device_names(device: torch.device) -> list[str]:
     if device.type == "cuda":

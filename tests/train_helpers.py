@@ -1,9 +1,8 @@
 """Helpers shared by the training tests (no tests here): a tiny token dir, a tiny run config,
-and a driver that runs training in a fresh process (`python tests/test_train_helpers.py`)."""
+and a driver that runs training in a fresh process (`python tests/train_helpers.py`)."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
@@ -24,19 +23,6 @@ if sys.pycache_prefix is None and sys.dont_write_bytecode:
     sys.dont_write_bytecode = False
 REPO = Path(__file__).resolve().parents[1]
 HELPER = Path(__file__).resolve()
-
-
-@contextlib.contextmanager
-def single_thread():
-    """One CPU thread inside (the children run with one too): same kernels, same bits."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def make_tokens(path: Path, n_tokens: int = 20_000, seed: int = 0) -> Path:
