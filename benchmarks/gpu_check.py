@@ -7,9 +7,8 @@ Sections, in order of importance (each row in its own try; the JSON is rewritten
 after every row, so a kill leaves every finished row):
 
 1. slice_8b: the first 4 layers of hg8b_conv with the full vocabulary, built once on the GPU,
-   compiled, selective recompute, several micro-batches per optimizer step: bf16 vs FP8
-   (torchao, switched in place) at micro-batch 1, 2 and 4, and one optimizer step per
-   micro-batch. Beside the whole-slice MFU, a block-only MFU: the block FLOPs over the step time
+   compiled, selective recompute, 4 micro-batches per optimizer step: FP8 (torchao, switched in
+   place) vs bf16 at micro-batch 1, 2 and 4, and one optimizer step per micro-batch. Beside the whole-slice MFU, a block-only MFU: the block FLOPs over the step time
    less the separately timed output layer and loss (the slice spends ~27% of its FLOPs there,
    the real 8B ~5%), which is what `shapelm plan` uses for the 8B scale.
 2. pair_906m: hg906m_conv vs hg906m_hg at equal settings (the paper's: compiled, selective,
@@ -61,7 +60,7 @@ from shapelm.model.config import AttentionShape, LayerShape, ModelConfig  # noqa
 SCHEMA = 2
 SECTIONS = ("slice_8b", "pair_906m", "checkpoint", "decode", "mixers")
 #: Share of the budget by which each section should have ended (a section's unused time passes on).
-SECTION_END = {"slice_8b": 0.42, "pair_906m": 0.68, "checkpoint": 0.78, "decode": 0.9, "mixers": 1.0}
+SECTION_END = {"slice_8b": 0.5, "pair_906m": 0.72, "checkpoint": 0.8, "decode": 0.9, "mixers": 1.0}
 SLICE = ("hg8b_conv", 4)
 PAIR = ("hg906m_conv", "hg906m_hg")
 SEQ_LEN = 4096
@@ -141,7 +140,8 @@ class Run:
         return self.budget_s - (time.perf_counter() - self.start)
 
     def begin_section(self, name: str) -> None:
-        self.section_end = self.budget_s * SECTION_END[name]
+        # the smoke run is there to run every row: only its whole budget applies
+        self.section_end = self.budget_s * (1.0 if self.smoke else SECTION_END[name])
         print(f"== {name} ({self.left():.0f} s of the budget left)", flush=True)
 
     def write(self) -> None:
@@ -531,42 +531,43 @@ def main(argv=None) -> int:
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         torch._dynamo.config.accumulated_recompile_limit = max(
             torch._dynamo.config.accumulated_recompile_limit, 512)
-    shapes = read_shapes(smoke)
     # the imported modules' objects out of every later collection: each row frees its models with
     # gc.collect (as does the decode benchmark per arm), which otherwise rescans them (~0.7 s each)
     gc.freeze()
-    slice_label, pair_labels = list(shapes)[0], list(shapes)[1:]
     kept: dict = {}
+    shapes: dict = {}
 
     ctx.begin_section("slice_8b")
-    run, cfg = shapes[slice_label]
-    training_rows(ctx, "slice_8b", slice_label, run, cfg, [
-        ("bf16", 1, 4), ("fp8", 1, 4), ("fp8", 1, 1), ("fp8", 2, 4), ("fp8", 4, 4),
-        ("bf16", 1, 1), ("bf16", 2, 4), ("bf16", 4, 4)], slice_=True, fp8_refusal=pre["fp8"])
+    def load_shapes():
+        shapes.update(read_shapes(smoke))
+        return {"shapes": list(shapes)}
 
-    ctx.begin_section("pair_906m")
-    pair_rows = {}
-    for label in pair_labels:
-        run, cfg = shapes[label]
-        mb = paper_settings(run)["micro_batch"]
-        pair_rows[label] = training_rows(
-            ctx, "pair_906m", label, run, cfg, [("bf16", mb, 2), ("fp8", mb, 2)], slice_=False,
-            fp8_refusal=pre["fp8"], keep=kept if label == PAIR[0] else None)
+    ctx.row("slice_8b", "read shapes", load_shapes)
+    if len(shapes) == 1 + len(PAIR):
+        slice_label, *pair_labels = shapes
+        run, cfg = shapes[slice_label]
+        # the paper's FP8 first, bf16 beside it, then larger micro-batches; a row that only
+        # changes the accumulation reuses the compiled graphs (a precision switch recompiles)
+        training_rows(ctx, "slice_8b", slice_label, run, cfg, [
+            ("fp8", 1, 4), ("bf16", 1, 4), ("bf16", 1, 1), ("fp8", 2, 4), ("fp8", 4, 4),
+            ("bf16", 2, 4), ("bf16", 4, 4)], slice_=True, fp8_refusal=pre["fp8"])
 
-    def compare():
-        out = {}
-        conv, hg = (pair_rows.get(label, []) for label in PAIR)
-        for a, b in zip(conv, hg):
-            if a["status"] == b["status"] == "ok" and a.get("mfu") and b.get("mfu"):
-                out["fp8" if a["fp8"] else "bf16"] = round(b["mfu"] / a["mfu"], 4)
-            elif a["status"] == b["status"] == "ok":
-                out[("fp8" if a["fp8"] else "bf16") + "_tokens_per_s"] = round(
-                    b["tokens_per_s"] / a["tokens_per_s"], 4)
-        if not out:
-            raise ValueError("no pair of measured rows to compare")
-        return {"hourglass_over_conventional_mfu": out}
-
-    ctx.row("pair_906m", "hourglass/conventional", compare)
+        ctx.begin_section("pair_906m")
+        pair_rows = {}
+        for label in pair_labels:
+            run, cfg = shapes[label]
+            mb = paper_settings(run)["micro_batch"]
+            pair_rows[label] = training_rows(
+                ctx, "pair_906m", label, run, cfg, [("fp8", mb, 2), ("bf16", mb, 2)], slice_=False,
+                fp8_refusal=pre["fp8"], keep=kept if label == PAIR[0] else None)
+        ratios = {}
+        for a, b in zip(*(pair_rows[label] for label in PAIR)):
+            if a["status"] == b["status"] == "ok":
+                key = "fp8" if a["fp8"] else "bf16"
+                ratios[key] = round(b["mfu"] / a["mfu"], 4) if a.get("mfu") and b.get("mfu") else None
+                ratios[f"{key}_tokens_per_s"] = round(b["tokens_per_s"] / a["tokens_per_s"], 4)
+        ctx.row("pair_906m", "hourglass/conventional", lambda: {"hourglass_over_conventional": ratios},
+                skip=None if ratios else "no conventional and hourglass rows both measured")
 
     ctx.begin_section("checkpoint")
 
