@@ -234,14 +234,14 @@ def tiny(cfg: ModelConfig) -> ModelConfig:
 
 
 class Trainer:
-    """One shape built once on the device (each rank's seeded init on its device, as training
-    does), compiled; precision (bf16 / FP8) and recompute switched in place."""
+    """One shape built once on the device (its seeded init drawn there, as each training rank
+    does), compiled (not in the smoke run); bf16 / FP8 switched in place."""
 
     def __init__(self, cfg: ModelConfig, device: torch.device, smoke: bool, recompute: str):
         from shapelm.train.distributed import DistEnv
         from shapelm.train.parallel import autocast_dtype, build_parallel, make_optimizer
 
-        self.cfg, self.device, self.smoke = cfg, device, smoke
+        self.cfg, self.device = cfg, device
         recipe = TrainRecipe.from_dict({
             "batch_tokens": SEQ_LEN, "seq_len": SEQ_LEN, "total_tokens": 2 * SEQ_LEN, "compile": not smoke,
             "fp8": False, "activation_checkpointing": recompute, "loss_chunk_tokens": LOSS_CHUNK,
@@ -251,7 +251,6 @@ class Trainer:
         self.model, _ = build_parallel(self.cfg, recipe, env, None, self.amp)
         self.new_optimizer = lambda: make_optimizer(self.model, recipe, env, fsdp=False)
         self.optimizer = self.new_optimizer()
-        self.recompute = recompute
         self.bf16_linears = {n: m for n, m in self.model.named_modules() if type(m) is torch.nn.Linear}
         self.fp8 = False
 

@@ -68,3 +68,30 @@ def test_an_unknown_section_is_refused_before_any_work(argv, capsys):
     with pytest.raises(SystemExit):
         gpu_check().main(argv)
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_fp8_is_switched_in_place_and_back_with_the_optimizer_on_the_model_parameters(monkeypatch):
+    pytest.importorskip("torchao.float8")
+    from shapelm.train import parallel
+
+    mod = gpu_check()
+    # torchao converts on the CPU too; only training in float8 needs a GPU (convert_to_fp8's check)
+    monkeypatch.setattr(parallel, "convert_to_fp8", lambda model, device: parallel.fp8_linear_layers(model))
+    layer = {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 16}, "ffn_widths": [64]}
+    cfg = mod.ModelConfig(vocab_size=64, d_model=32, layers=[layer] * 2, max_seq_len=64)
+    trainer = mod.Trainer(cfg, torch.device("cpu"), smoke=True, recompute="selective")
+
+    def kinds():
+        return {type(m).__name__ for name, m in trainer.model.named_modules() if name.startswith("layers.")}
+
+    def optimized():
+        return {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+
+    before = {id(p) for p in trainer.model.parameters()}
+    assert "Linear" in kinds() and optimized() == before
+    trainer.set_fp8(True)
+    assert "Float8Linear" in kinds() and "Linear" not in kinds()
+    assert optimized() == {id(p) for p in trainer.model.parameters()}
+    trainer.set_fp8(False)
+    assert "Linear" in kinds() and "Float8Linear" not in kinds()
+    assert optimized() == {id(p) for p in trainer.model.parameters()} == before
