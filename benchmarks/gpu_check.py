@@ -8,9 +8,10 @@ after every row, so a kill leaves every finished row):
 
 1. slice_8b: the first 4 layers of hg8b_conv with the full vocabulary, built once on the GPU,
    compiled, selective recompute, 4 micro-batches per optimizer step: FP8 (torchao, switched in
-   place) vs bf16 at micro-batch 1, 2 and 4, and one optimizer step per micro-batch. Beside the whole-slice MFU, a block-only MFU: the block FLOPs over the step time
-   less the separately timed output layer and loss (the slice spends ~27% of its FLOPs there,
-   the real 8B ~5%), which is what `shapelm plan` uses for the 8B scale.
+   place) vs bf16 at micro-batch 1, 2 and 4, and one optimizer step per micro-batch. Beside
+   the whole-slice MFU, a block-only MFU: the block FLOPs over the step time less the
+   separately timed output layer and loss (the slice spends ~27% of its FLOPs there, the real
+   8B ~5%), which is what `shapelm plan` uses for the 8B scale.
 2. pair_906m: hg906m_conv vs hg906m_hg at equal settings (the paper's: compiled, selective,
    micro-batch 4), bf16 and FP8, and the hourglass/conventional MFU ratio.
 3. checkpoint: the trainer's sharded save (torch.distributed.checkpoint, as 3B/8B use it) of the
@@ -132,9 +133,8 @@ class Run:
     budget_s: float
     out: Path | None
     data: dict
-    only: tuple[str, ...] = SECTIONS
     start: float = field(default_factory=time.perf_counter)
-    section_end: float = 0.0
+    section_end: float = float("inf")
 
     def left(self) -> float:
         return self.budget_s - (time.perf_counter() - self.start)
@@ -151,8 +151,6 @@ class Run:
     def row(self, section: str, name: str, fn, skip: str | None = None, **fields) -> dict:
         row = {"section": section, "name": name, **fields}
         elapsed = time.perf_counter() - self.start
-        if skip is None and section not in self.only:
-            skip = f"not in --only {','.join(self.only)}"
         if skip is None and self.left() < (1 if self.smoke else 8):
             skip = f"time budget: {self.left():.0f} s of {self.budget_s:.0f} s left"
         elif skip is None and elapsed > self.section_end:
@@ -405,6 +403,7 @@ def checkpoint_row(ctx: Run, trainer_of) -> dict:
 
     def run():
         trainer = trainer_of()
+        trainer.set_fp8(False)  # plain parameters, as the trainer saves them
         model, opt = trainer.model, trainer.optimizer
         if not opt.state:  # AdamW's moments exist after a first step
             for p in model.parameters():
@@ -518,7 +517,7 @@ def main(argv=None) -> int:
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "budget_s": args.budget_s or (170 if smoke else 260), "sections": list(only),
             "preflight": pre, "rows": [], "finished": False}
-    ctx = Run(device=device, smoke=smoke, budget_s=data["budget_s"], out=out, data=data, only=only)
+    ctx = Run(device=device, smoke=smoke, budget_s=data["budget_s"], out=out, data=data)
     print(f"{gpu}: torch {torch.__version__} cuda {torch.version.cuda}; budget {ctx.budget_s:.0f} s")
     for name, info in pre["packages"].items():
         print(f"  {name}: " + (info["version"] if info["available"] else f"MISSING: {info['costs']}"))
@@ -536,31 +535,28 @@ def main(argv=None) -> int:
     kept: dict = {}
     shapes: dict = {}
 
-    ctx.begin_section("slice_8b")
     def load_shapes():
         shapes.update(read_shapes(smoke))
         return {"shapes": list(shapes)}
 
-    ctx.row("slice_8b", "read shapes", load_shapes)
-    if len(shapes) == 1 + len(PAIR):
-        slice_label, *pair_labels = shapes
-        run, cfg = shapes[slice_label]
+    def slice_8b():
+        run, cfg = shapes[f"{SLICE[0]}[:{SLICE[1]}]"]
         # the paper's FP8 first, bf16 beside it, then larger micro-batches; a row that only
         # changes the accumulation reuses the compiled graphs (a precision switch recompiles)
-        training_rows(ctx, "slice_8b", slice_label, run, cfg, [
+        training_rows(ctx, "slice_8b", f"{SLICE[0]}[:{SLICE[1]}]", run, cfg, [
             ("fp8", 1, 4), ("bf16", 1, 4), ("bf16", 1, 1), ("fp8", 2, 4), ("fp8", 4, 4),
             ("bf16", 2, 4), ("bf16", 4, 4)], slice_=True, fp8_refusal=pre["fp8"])
 
-        ctx.begin_section("pair_906m")
-        pair_rows = {}
-        for label in pair_labels:
+    def pair_906m():
+        rows = {}
+        for label in PAIR:
             run, cfg = shapes[label]
             mb = paper_settings(run)["micro_batch"]
-            pair_rows[label] = training_rows(
+            rows[label] = training_rows(
                 ctx, "pair_906m", label, run, cfg, [("fp8", mb, 2), ("bf16", mb, 2)], slice_=False,
                 fp8_refusal=pre["fp8"], keep=kept if label == PAIR[0] else None)
         ratios = {}
-        for a, b in zip(*(pair_rows[label] for label in PAIR)):
+        for a, b in zip(*(rows[label] for label in PAIR)):
             if a["status"] == b["status"] == "ok":
                 key = "fp8" if a["fp8"] else "bf16"
                 ratios[key] = round(b["mfu"] / a["mfu"], 4) if a.get("mfu") and b.get("mfu") else None
@@ -568,22 +564,26 @@ def main(argv=None) -> int:
         ctx.row("pair_906m", "hourglass/conventional", lambda: {"hourglass_over_conventional": ratios},
                 skip=None if ratios else "no conventional and hourglass rows both measured")
 
-    ctx.begin_section("checkpoint")
+    def checkpoint():
+        def conv_trainer():  # the pair's, when it ran
+            if PAIR[0] not in kept:
+                run, cfg = shapes[PAIR[0]]
+                kept[PAIR[0]] = Trainer(cfg, device, smoke, paper_settings(run)["activation_checkpointing"])
+            return kept[PAIR[0]]
 
-    def conv_trainer():
-        if PAIR[0] not in kept:
-            run, cfg = shapes[PAIR[0]]
-            kept[PAIR[0]] = Trainer(cfg, device, smoke, paper_settings(run)["activation_checkpointing"])
-        return kept[PAIR[0]]
+        checkpoint_row(ctx, conv_trainer)
 
-    checkpoint_row(ctx, conv_trainer)
-    kept.clear()
-    free(device)
-
-    ctx.begin_section("decode")
-    decode_rows(ctx)
-    ctx.begin_section("mixers")
-    mixer_rows(ctx)
+    if {"slice_8b", "pair_906m", "checkpoint"} & set(only):
+        ctx.row("setup", "read shapes", load_shapes)
+    sections = {"slice_8b": slice_8b, "pair_906m": pair_906m, "checkpoint": checkpoint,
+                "decode": lambda: decode_rows(ctx), "mixers": lambda: mixer_rows(ctx)}
+    for name in SECTIONS:
+        if name in only and (shapes or name in ("decode", "mixers")):
+            ctx.begin_section(name)
+            sections[name]()
+            if name != "pair_906m" or "checkpoint" not in only:  # the pair's conventional model is saved next
+                kept.clear()
+            free(device)
 
     data["finished"] = True
     data["wall_s"] = round(time.perf_counter() - ctx.start, 1)
