@@ -258,14 +258,18 @@ class Trainer:
         (its float8 all-gather tensor), which the old one would not update."""
         from shapelm.train.parallel import convert_to_fp8
 
-        if on == self.fp8:
+        if on and self.fp8:
             return
         if on:
             convert_to_fp8(self.model, self.device)
-        else:
-            for name, module in self.bf16_linears.items():
+        else:  # every swapped layer back, also after a conversion that failed halfway
+            swapped = [name for name, module in self.bf16_linears.items()
+                       if self.model.get_submodule(name) is not module]
+            if not swapped:
+                return
+            for name in swapped:
                 parent, _, child = name.rpartition(".")
-                setattr(self.model.get_submodule(parent), child, module)
+                setattr(self.model.get_submodule(parent), child, self.bf16_linears[name])
         torch._dynamo.reset()  # a fresh compile for the new module types (the recompile limit counts)
         self.optimizer = self.new_optimizer()
         self.fp8 = on

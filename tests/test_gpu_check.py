@@ -95,3 +95,13 @@ def test_fp8_is_switched_in_place_and_back_with_the_optimizer_on_the_model_param
     trainer.set_fp8(False)
     assert "Linear" in kinds() and "Float8Linear" not in kinds()
     assert optimized() == {id(p) for p in trainer.model.parameters()} == before
+
+    def fails_after_converting(model, device):
+        parallel.fp8_linear_layers(model)
+        raise RuntimeError("a torchao failure after the swap")
+
+    monkeypatch.setattr(parallel, "convert_to_fp8", fails_after_converting)
+    with pytest.raises(RuntimeError):
+        trainer.set_fp8(True)
+    trainer.set_fp8(False)  # the next bf16 row gets plain layers again
+    assert "Float8Linear" not in kinds() and optimized() == before
