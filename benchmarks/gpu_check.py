@@ -7,11 +7,11 @@ Sections, in order of importance (each row in its own try; the JSON is rewritten
 after every row, so a kill leaves every finished row):
 
 1. slice_8b: the first 4 layers of hg8b_conv with the full vocabulary, built once on the GPU,
-   compiled, selective recompute, several micro-batches per optimizer step: bf16 vs FP8
-   (torchao, switched in place) at micro-batch 1, 2 and 4, and one optimizer step per
-   micro-batch. Beside the whole-slice MFU, a block-only MFU: the block FLOPs over the step time
-   less the separately timed output layer and loss (the slice spends ~27% of its FLOPs there,
-   the real 8B ~5%), which is what `shapelm plan` uses for the 8B scale.
+   compiled, selective recompute, 4 micro-batches per optimizer step: FP8 (torchao, switched in
+   place) vs bf16 at micro-batch 1, 2 and 4, and one optimizer step per micro-batch. Beside
+   the whole-slice MFU, a block-only MFU: the block FLOPs over the step time less the
+   separately timed output layer and loss (the slice spends ~27% of its FLOPs there, the real
+   8B ~5%), which is what `shapelm plan` uses for the 8B scale.
 2. pair_906m: hg906m_conv vs hg906m_hg at equal settings (the paper's: compiled, selective,
    micro-batch 4), bf16 and FP8, and the hourglass/conventional MFU ratio.
 3. checkpoint: the trainer's sharded save (torch.distributed.checkpoint, as 3B/8B use it) of the
@@ -61,7 +61,7 @@ from shapelm.model.config import AttentionShape, LayerShape, ModelConfig  # noqa
 SCHEMA = 2
 SECTIONS = ("slice_8b", "pair_906m", "checkpoint", "decode", "mixers")
 #: Share of the budget by which each section should have ended (a section's unused time passes on).
-SECTION_END = {"slice_8b": 0.42, "pair_906m": 0.68, "checkpoint": 0.78, "decode": 0.9, "mixers": 1.0}
+SECTION_END = {"slice_8b": 0.5, "pair_906m": 0.72, "checkpoint": 0.8, "decode": 0.9, "mixers": 1.0}
 SLICE = ("hg8b_conv", 4)
 PAIR = ("hg906m_conv", "hg906m_hg")
 SEQ_LEN = 4096
@@ -133,15 +133,15 @@ class Run:
     budget_s: float
     out: Path | None
     data: dict
-    only: tuple[str, ...] = SECTIONS
     start: float = field(default_factory=time.perf_counter)
-    section_end: float = 0.0
+    section_end: float = float("inf")
 
     def left(self) -> float:
         return self.budget_s - (time.perf_counter() - self.start)
 
     def begin_section(self, name: str) -> None:
-        self.section_end = self.budget_s * SECTION_END[name]
+        # the smoke run is there to run every row: only its whole budget applies
+        self.section_end = self.budget_s * (1.0 if self.smoke else SECTION_END[name])
         print(f"== {name} ({self.left():.0f} s of the budget left)", flush=True)
 
     def write(self) -> None:
@@ -151,8 +151,6 @@ class Run:
     def row(self, section: str, name: str, fn, skip: str | None = None, **fields) -> dict:
         row = {"section": section, "name": name, **fields}
         elapsed = time.perf_counter() - self.start
-        if skip is None and section not in self.only:
-            skip = f"not in --only {','.join(self.only)}"
         if skip is None and self.left() < (1 if self.smoke else 8):
             skip = f"time budget: {self.left():.0f} s of {self.budget_s:.0f} s left"
         elif skip is None and elapsed > self.section_end:
@@ -234,14 +232,14 @@ def tiny(cfg: ModelConfig) -> ModelConfig:
 
 
 class Trainer:
-    """One shape built once on the device (each rank's seeded init on its device, as training
-    does), compiled; precision (bf16 / FP8) and recompute switched in place."""
+    """One shape built once on the device (its seeded init drawn there, as each training rank
+    does), compiled (not in the smoke run); bf16 / FP8 switched in place."""
 
     def __init__(self, cfg: ModelConfig, device: torch.device, smoke: bool, recompute: str):
         from shapelm.train.distributed import DistEnv
         from shapelm.train.parallel import autocast_dtype, build_parallel, make_optimizer
 
-        self.cfg, self.device, self.smoke = cfg, device, smoke
+        self.cfg, self.device = cfg, device
         recipe = TrainRecipe.from_dict({
             "batch_tokens": SEQ_LEN, "seq_len": SEQ_LEN, "total_tokens": 2 * SEQ_LEN, "compile": not smoke,
             "fp8": False, "activation_checkpointing": recompute, "loss_chunk_tokens": LOSS_CHUNK,
@@ -251,7 +249,6 @@ class Trainer:
         self.model, _ = build_parallel(self.cfg, recipe, env, None, self.amp)
         self.new_optimizer = lambda: make_optimizer(self.model, recipe, env, fsdp=False)
         self.optimizer = self.new_optimizer()
-        self.recompute = recompute
         self.bf16_linears = {n: m for n, m in self.model.named_modules() if type(m) is torch.nn.Linear}
         self.fp8 = False
 
@@ -261,14 +258,18 @@ class Trainer:
         (its float8 all-gather tensor), which the old one would not update."""
         from shapelm.train.parallel import convert_to_fp8
 
-        if on == self.fp8:
+        if on and self.fp8:
             return
         if on:
             convert_to_fp8(self.model, self.device)
-        else:
-            for name, module in self.bf16_linears.items():
+        else:  # every swapped layer back, also after a conversion that failed halfway
+            swapped = [name for name, module in self.bf16_linears.items()
+                       if self.model.get_submodule(name) is not module]
+            if not swapped:
+                return
+            for name in swapped:
                 parent, _, child = name.rpartition(".")
-                setattr(self.model.get_submodule(parent), child, module)
+                setattr(self.model.get_submodule(parent), child, self.bf16_linears[name])
         torch._dynamo.reset()  # a fresh compile for the new module types (the recompile limit counts)
         self.optimizer = self.new_optimizer()
         self.fp8 = on
@@ -406,6 +407,7 @@ def checkpoint_row(ctx: Run, trainer_of) -> dict:
 
     def run():
         trainer = trainer_of()
+        trainer.set_fp8(False)  # plain parameters, as the trainer saves them
         model, opt = trainer.model, trainer.optimizer
         if not opt.state:  # AdamW's moments exist after a first step
             for p in model.parameters():
@@ -519,7 +521,7 @@ def main(argv=None) -> int:
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "budget_s": args.budget_s or (170 if smoke else 260), "sections": list(only),
             "preflight": pre, "rows": [], "finished": False}
-    ctx = Run(device=device, smoke=smoke, budget_s=data["budget_s"], out=out, data=data, only=only)
+    ctx = Run(device=device, smoke=smoke, budget_s=data["budget_s"], out=out, data=data)
     print(f"{gpu}: torch {torch.__version__} cuda {torch.version.cuda}; budget {ctx.budget_s:.0f} s")
     for name, info in pre["packages"].items():
         print(f"  {name}: " + (info["version"] if info["available"] else f"MISSING: {info['costs']}"))
@@ -531,59 +533,61 @@ def main(argv=None) -> int:
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         torch._dynamo.config.accumulated_recompile_limit = max(
             torch._dynamo.config.accumulated_recompile_limit, 512)
-    shapes = read_shapes(smoke)
     # the imported modules' objects out of every later collection: each row frees its models with
     # gc.collect (as does the decode benchmark per arm), which otherwise rescans them (~0.7 s each)
     gc.freeze()
-    slice_label, pair_labels = list(shapes)[0], list(shapes)[1:]
     kept: dict = {}
+    shapes: dict = {}
 
-    ctx.begin_section("slice_8b")
-    run, cfg = shapes[slice_label]
-    training_rows(ctx, "slice_8b", slice_label, run, cfg, [
-        ("bf16", 1, 4), ("fp8", 1, 4), ("fp8", 1, 1), ("fp8", 2, 4), ("fp8", 4, 4),
-        ("bf16", 1, 1), ("bf16", 2, 4), ("bf16", 4, 4)], slice_=True, fp8_refusal=pre["fp8"])
+    def load_shapes():
+        shapes.update(read_shapes(smoke))
+        return {"shapes": list(shapes)}
 
-    ctx.begin_section("pair_906m")
-    pair_rows = {}
-    for label in pair_labels:
-        run, cfg = shapes[label]
-        mb = paper_settings(run)["micro_batch"]
-        pair_rows[label] = training_rows(
-            ctx, "pair_906m", label, run, cfg, [("bf16", mb, 2), ("fp8", mb, 2)], slice_=False,
-            fp8_refusal=pre["fp8"], keep=kept if label == PAIR[0] else None)
+    def slice_8b():
+        run, cfg = shapes[f"{SLICE[0]}[:{SLICE[1]}]"]
+        # the paper's FP8 first, bf16 beside it, then larger micro-batches; a row that only
+        # changes the accumulation reuses the compiled graphs (a precision switch recompiles)
+        training_rows(ctx, "slice_8b", f"{SLICE[0]}[:{SLICE[1]}]", run, cfg, [
+            ("fp8", 1, 4), ("bf16", 1, 4), ("bf16", 1, 1), ("fp8", 2, 4), ("fp8", 4, 4),
+            ("bf16", 2, 4), ("bf16", 4, 4)], slice_=True, fp8_refusal=pre["fp8"])
 
-    def compare():
-        out = {}
-        conv, hg = (pair_rows.get(label, []) for label in PAIR)
-        for a, b in zip(conv, hg):
-            if a["status"] == b["status"] == "ok" and a.get("mfu") and b.get("mfu"):
-                out["fp8" if a["fp8"] else "bf16"] = round(b["mfu"] / a["mfu"], 4)
-            elif a["status"] == b["status"] == "ok":
-                out[("fp8" if a["fp8"] else "bf16") + "_tokens_per_s"] = round(
-                    b["tokens_per_s"] / a["tokens_per_s"], 4)
-        if not out:
-            raise ValueError("no pair of measured rows to compare")
-        return {"hourglass_over_conventional_mfu": out}
+    def pair_906m():
+        rows = {}
+        for label in PAIR:
+            run, cfg = shapes[label]
+            mb = paper_settings(run)["micro_batch"]
+            rows[label] = training_rows(
+                ctx, "pair_906m", label, run, cfg, [("fp8", mb, 2), ("bf16", mb, 2)], slice_=False,
+                fp8_refusal=pre["fp8"], keep=kept if label == PAIR[0] else None)
+        ratios = {}
+        for a, b in zip(*(rows[label] for label in PAIR)):
+            if a["status"] == b["status"] == "ok":
+                key = "fp8" if a["fp8"] else "bf16"
+                ratios[key] = round(b["mfu"] / a["mfu"], 4) if a.get("mfu") and b.get("mfu") else None
+                ratios[f"{key}_tokens_per_s"] = round(b["tokens_per_s"] / a["tokens_per_s"], 4)
+        ctx.row("pair_906m", "hourglass/conventional", lambda: {"hourglass_over_conventional": ratios},
+                skip=None if ratios else "no conventional and hourglass rows both measured")
 
-    ctx.row("pair_906m", "hourglass/conventional", compare)
+    def checkpoint():
+        def conv_trainer():  # the pair's, when it ran
+            if PAIR[0] not in kept:
+                run, cfg = shapes[PAIR[0]]
+                kept[PAIR[0]] = Trainer(cfg, device, smoke, paper_settings(run)["activation_checkpointing"])
+            return kept[PAIR[0]]
 
-    ctx.begin_section("checkpoint")
+        checkpoint_row(ctx, conv_trainer)
 
-    def conv_trainer():
-        if PAIR[0] not in kept:
-            run, cfg = shapes[PAIR[0]]
-            kept[PAIR[0]] = Trainer(cfg, device, smoke, paper_settings(run)["activation_checkpointing"])
-        return kept[PAIR[0]]
-
-    checkpoint_row(ctx, conv_trainer)
-    kept.clear()
-    free(device)
-
-    ctx.begin_section("decode")
-    decode_rows(ctx)
-    ctx.begin_section("mixers")
-    mixer_rows(ctx)
+    if {"slice_8b", "pair_906m", "checkpoint"} & set(only):
+        ctx.row("setup", "read shapes", load_shapes)
+    sections = {"slice_8b": slice_8b, "pair_906m": pair_906m, "checkpoint": checkpoint,
+                "decode": lambda: decode_rows(ctx), "mixers": lambda: mixer_rows(ctx)}
+    for name in SECTIONS:
+        if name in only and (shapes or name in ("decode", "mixers")):
+            ctx.begin_section(name)
+            sections[name]()
+            if name != "pair_906m" or "checkpoint" not in only:  # the pair's conventional model is saved next
+                kept.clear()
+            free(device)
 
     data["finished"] = True
     data["wall_s"] = round(time.perf_counter() - ctx.start, 1)

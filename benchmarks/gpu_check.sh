@@ -18,7 +18,7 @@ if compgen -G "benchmarks/wheels/*.whl" >/dev/null; then
     SITE="${TMPDIR:-/tmp}/shapelm-gpu-check-site"
     PIP=("$PY" -m pip)
     "$PY" -m pip --version >/dev/null 2>&1 || PIP=(python3 -m pip)  # a venv made without pip
-    if "${PIP[@]}" install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+    if "${PIP[@]}" install -q --no-index --no-deps --no-compile --disable-pip-version-check --root-user-action=ignore \
             --upgrade --target "$SITE" benchmarks/wheels/*.whl; then
         echo "installed $(ls benchmarks/wheels/*.whl | xargs -n1 basename | tr '\n' ' ')into $SITE"
     else

@@ -37,7 +37,7 @@ def test_cpu_smoke_runs_every_section_without_jsonschema_and_torchao(tmp_path):
     rows = data["rows"]
     assert data["finished"] and data["smoke"] and len(rows) >= 8
     assert {r["status"] for r in rows} <= {"ok", "skipped"}, [r.get("error") for r in rows]
-    assert {r["section"] for r in rows if r["status"] == "ok"} == set(gpu_check().SECTIONS)
+    assert {r["section"] for r in rows if r["status"] == "ok"} == {"setup", *gpu_check().SECTIONS}
     packages = data["preflight"]["packages"]
     assert not packages["torchao"]["available"] and not packages["jsonschema"]["available"]
     assert "FP8" in packages["torchao"]["costs"]
@@ -68,3 +68,40 @@ def test_an_unknown_section_is_refused_before_any_work(argv, capsys):
     with pytest.raises(SystemExit):
         gpu_check().main(argv)
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_fp8_is_switched_in_place_and_back_with_the_optimizer_on_the_model_parameters(monkeypatch):
+    pytest.importorskip("torchao.float8")
+    from shapelm.train import parallel
+
+    mod = gpu_check()
+    # torchao converts on the CPU too; only training in float8 needs a GPU (convert_to_fp8's check)
+    monkeypatch.setattr(parallel, "convert_to_fp8", lambda model, device: parallel.fp8_linear_layers(model))
+    layer = {"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 16}, "ffn_widths": [64]}
+    cfg = mod.ModelConfig(vocab_size=64, d_model=32, layers=[layer] * 2, max_seq_len=64)
+    trainer = mod.Trainer(cfg, torch.device("cpu"), smoke=True, recompute="selective")
+
+    def kinds():
+        return {type(m).__name__ for name, m in trainer.model.named_modules() if name.startswith("layers.")}
+
+    def optimized():
+        return {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+
+    before = {id(p) for p in trainer.model.parameters()}
+    assert "Linear" in kinds() and optimized() == before
+    trainer.set_fp8(True)
+    assert "Float8Linear" in kinds() and "Linear" not in kinds()
+    assert optimized() == {id(p) for p in trainer.model.parameters()}
+    trainer.set_fp8(False)
+    assert "Linear" in kinds() and "Float8Linear" not in kinds()
+    assert optimized() == {id(p) for p in trainer.model.parameters()} == before
+
+    def fails_after_converting(model, device):
+        parallel.fp8_linear_layers(model)
+        raise RuntimeError("a torchao failure after the swap")
+
+    monkeypatch.setattr(parallel, "convert_to_fp8", fails_after_converting)
+    with pytest.raises(RuntimeError):
+        trainer.set_fp8(True)
+    trainer.set_fp8(False)  # the next bf16 row gets plain layers again
+    assert "Float8Linear" not in kinds() and optimized() == before

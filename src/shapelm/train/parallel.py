@@ -30,7 +30,8 @@ def autocast_dtype(recipe: TrainRecipe, device: torch.device) -> torch.dtype | N
 
 
 def initial_state(cfg: ModelConfig, recipe: TrainRecipe) -> dict[str, torch.Tensor]:
-    """The seeded float32 init as a full CPU state dict (what every rank's shard is cut from)."""
+    """The seeded float32 init drawn on the CPU, as a full state dict (what every CPU rank's shard
+    holds, whatever the world size; a GPU rank draws the same blocks with CUDA's generator)."""
     model = build_model(cfg, "meta").to_empty(device="cpu")
     init_parameters(model, recipe.seed)
     return model.state_dict()
@@ -40,8 +41,9 @@ def build_parallel(cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv, full_sta
     """Returns (raw model: holds the parameters, forward model: DDP wrapper or the same).
 
     The model is built on meta and materialised on the device, sharded first under FSDP/HSDP.
-    `full_state` None: every rank initialises its own shard from `recipe.seed` (shapelm.model.init:
-    the same full parameters whatever the world size). Else the full float32 state dict (a
+    `full_state` None: every rank initialises its own shard on its device from `recipe.seed`
+    (shapelm.model.init: the same full parameters whatever the world size, on one kind of
+    device). Else the full float32 state dict (a
     checkpoint); under FSDP only rank 0 holds it (others pass {}) and it is broadcast and sharded."""
     model = build_model(cfg, "meta")
     if getattr(recipe, "frozen_lm_head", False):
