@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 # Snakemake's config files read by shapelm's strict loader: YTE templates never run (shapelm.yte_guard).
 $(VENV)/.yte-guard: $(VENV)/.installed src/shapelm/yte_guard.py
-	$(PY) -m shapelm.yte_guard install
+	$(PY) -c 'import shapelm.yte_guard as guard; print("wrote", guard.install())'
 	@touch $@
 
 # Unit and integration tests (under 10 minutes on 2 cores); the slow end-to-end runs are in .ci/run.

@@ -118,3 +118,32 @@ def test_schema_enums_are_the_code_names():
     props = config_schema()["properties"]
     assert props["decode"]["properties"]["mixers"]["items"]["enum"] == list(MIXERS)
     assert props["longctx"]["properties"]["ruler_tasks"]["items"]["enum"] == list(TASK_NAMES)
+
+
+@pytest.mark.parametrize("key, value", [("lr", float("nan")), ("final_lr_ratio", float("nan")),
+                                        ("grad_clip", float("inf")), ("betas", [0.9, float("nan")]),
+                                        ("seed", 2**64), ("warmup_tokens", 10**6)])
+def test_run_config_without_the_schema_is_still_checked(tmp_path, key, value):
+    """A run config read back from JSON (Python's reader takes NaN and Infinity) meets the
+    recipe's own checks: non-finite floats, seeds beyond numpy's range, warm-up beyond the run."""
+    import json
+
+    run = load_experiment(_minimal()).run("a")
+    run["train"][key] = value
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match=f"train.{key}"):
+        load_run_config(path)
+
+
+@pytest.mark.parametrize("factor", [float("nan"), float("inf"), -4, 0.5])
+def test_yarn_factor_is_finite_and_at_least_one(factor):
+    from shapelm.longctx.yarn import yarn_scaling
+    from shapelm.model.config import ModelConfig
+
+    with pytest.raises(ConfigError, match="factor"):
+        yarn_scaling(factor=factor, original_max_position_embeddings=128)
+    model = load_experiment(_minimal()).run("a")["model"]
+    model["rope_scaling"] = {"type": "yarn", "factor": factor, "original_max_position_embeddings": 16}
+    with pytest.raises(ConfigError, match="rope_scaling.factor"):
+        ModelConfig.from_dict(model)

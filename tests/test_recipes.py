@@ -37,9 +37,10 @@ def official():
 
 
 def _only(data, runs, **top):
-    """A copy of the paper config with only `runs`, and top-level keys set."""
+    """A copy of the paper config with only `runs` (without their decode pairings, which a subset
+    leaves unpaired), and top-level keys set."""
     out = copy.deepcopy(data)
-    out["runs"] = {r: out["runs"][r] for r in runs}
+    out["runs"] = {r: {k: v for k, v in out["runs"][r].items() if k != "decode"} for r in runs}
     out.update(top)
     return out
 

@@ -38,6 +38,7 @@ HEAD_DIVISOR = 8
 SEQ_DIVISOR = 64
 WIDTH_KEYS = ("d_model", "d_h", "d_ff", "d_attn")
 HEAD_KEYS = ("n_heads", "n_kv_heads")
+SEQ_KEYS = ("window",)  # Titans' attention window: / SEQ_DIVISOR with the sequences it spans
 LAYER_DIVISOR = 4  # 32 layers x 32 gloo ranks of FSDP collectives on two cores take minutes a step
 MIN_STEPS = 6
 MAX_SEGMENTS = 2  # a chain's two kinds of job (train_segment, then train) at the fewest 32-rank starts
@@ -51,8 +52,12 @@ def _round_to(value: float, multiple: int) -> int:
 def shrink_arch(arch: dict[str, Any], scale_heads: int | None) -> dict[str, Any]:
     """Widths / 32 (multiples of 8, and of 8 x heads where a width sets the head size), heads
     / 8, explicit head_dim / 8 (even, for RoPE), layers / 4 (at least 3, a multiple of the
-    block count for `blocks`; LWS keeps its 12 / 18); K, kinds, schedules and ratios unchanged."""
+    block count for `blocks`; LWS keeps its 12 / 18), Titans' window / 64 with the sequences;
+    K, kinds, schedules and ratios unchanged."""
     out = copy.deepcopy(arch)
+    for key in SEQ_KEYS:
+        if key in out:
+            out[key] = max(1, int(out[key]) // SEQ_DIVISOR)
     if "n_layers" in out and out.get("kind") != "lws":  # LWS variants exist at 12 and 18 only
         blocks = len(out.get("ratios", [])) or 1
         layers = max(3, round(int(out["n_layers"]) / LAYER_DIVISOR))
