@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # This machine sets PYTHONDONTWRITEBYTECODE, which makes every process recompile torch (~20 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: env test test-slow demo dry-run plan lock bench clean-demo rehearse
+.PHONY: env test test-slow demo dry-run plan lock bench clean-demo rehearse adopt-trained
 
 env: $(VENV)/.installed
 
@@ -50,6 +50,18 @@ endef
 demo: env
 	@$(unlock_if_idle)
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
+
+# Runs trained before the config hash left out the settings that do not change the weights
+# (README): write their run_config.json and weights_config.json, then (a second invocation:
+# Snakemake does not look at a train job whose run config is being rewritten) mark their models
+# current (--touch records the new rules' provenance); nothing is trained. Run it once after
+# upgrading, before any other change to the runs: a change made meanwhile would be marked
+# current too.
+adopt-trained: env
+	@targets="$$($(PY) -c "from pathlib import Path; from shapelm.config import load_experiment as l; e = l('$(CONFIG)'); print(' '.join(p for n in e.runs if Path(p := f'work/{e.name}/runs/{n}/final/model.safetensors').is_file()))")"; \
+	if [ -z "$$targets" ]; then echo "no trained run in $(CONFIG)"; exit 0; fi; \
+	$(VENV)/bin/snakemake --cores 1 --configfile $(CONFIG) --allowed-rules run_config weights_config -- $${targets//final\/model.safetensors/weights_config.json} $${targets//final\/model.safetensors/run_config.json} && \
+	$(VENV)/bin/snakemake --cores 1 --configfile $(CONFIG) --touch --allowed-rules run_config weights_config train train_segment -- $$targets
 
 # Plan the full paper without running anything.
 dry-run: env

@@ -130,7 +130,9 @@ RUN = "hg113m_conv"
 
 def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     """After the run config was written for real, an evaluation-, long-context-, decode- or
-    results-only change plans no training and no new run config; the train command is unchanged."""
+    results-only change plans no training and no new run config; the train command is unchanged.
+    A change of training's evaluation, logging or checkpoint settings, or of the validation sets,
+    rewrites the run config but retrains nothing; a learning-rate change retrains."""
     before = _config(tmp_path, "before.yaml")
     after = _config(tmp_path, "after.yaml",
                     eval={"tasks": ["heldout", "piqa"], "batch_size": 4, "heldout_examples": 50,
@@ -143,18 +145,41 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_text("{}")
     run_config = tmp_path / "work" / "default" / "runs" / RUN / "run_config.json"
-    _snakemake(["--configfile", str(before), "--cores", "1", str(run_config.relative_to(tmp_path))], tmp_path)
-    assert set(json.loads(run_config.read_text())) == {"name", "experiment", "scale", "arch", "model", "train", "hash"}
+    weights = run_config.with_name("weights_config.json")
+    _snakemake(["--configfile", str(before), "--cores", "1",
+                *(str(p.relative_to(tmp_path)) for p in (run_config, weights))], tmp_path)
+    assert set(json.loads(run_config.read_text())) == {
+        "name", "experiment", "scale", "arch", "model", "train", "validation_dirs", "hash"}
     model = run_config.parent / "final" / "model.safetensors"
     model.parent.mkdir(parents=True)
     time.sleep(1)  # the model is newer than its inputs, as a finished training leaves it
     model.write_text("stand-in")
 
-    out = _snakemake(["--configfile", str(after), "-n", f"run_{RUN}"], tmp_path).stdout
-    stats = out.split("Job stats:")[1].split("Reasons:")[0]
-    jobs = {line.split()[0] for line in stats.splitlines()[3:] if line.strip() and line.split()[0] != "total"}
+    def planned(config):
+        out = _snakemake(["--configfile", str(config), "-n", f"run_{RUN}"], tmp_path).stdout
+        stats = out.split("Job stats:")[1].split("Reasons:")[0]
+        return stats, {line.split()[0] for line in stats.splitlines()[3:]
+                       if line.strip() and line.split()[0] != "total"}
+
+    stats, jobs = planned(after)
     assert "eval_ppl" in jobs and "downstream" in jobs, stats
     assert not jobs & {"train", "run_config", "default_corpus"}, stats
+    # Training's own evaluation, logging and checkpoint settings and the held-out sets it scores:
+    # the trainer's run config is rewritten, the weights' part is not, and nothing retrains.
+    neutral = _config(tmp_path, "neutral.yaml", data={"validation_sets": ["default_web"]},
+                      runs={RUN: {"train": {"eval_every": 2048, "eval_max_instances": 3,
+                                            "log_every": 1, "checkpoint_every": 7, "keep_last": 5}}})
+    stats, jobs = planned(neutral)
+    assert "run_config" in jobs and not jobs & {"train", "weights_config"}, stats
+    _snakemake(["--configfile", str(neutral), "--cores", "1", str(run_config.relative_to(tmp_path))],
+               tmp_path)
+    written = json.loads(run_config.read_text())
+    assert written["train"]["log_every"] == 1 and len(written["validation_dirs"]) == 1
+    stats, jobs = planned(neutral)  # the rewritten run config is no reason to retrain either
+    assert not jobs & {"train", "weights_config", "run_config"}, stats
+    # and a setting that changes the weights does retrain
+    stats, jobs = planned(_config(tmp_path, "lr.yaml", runs={RUN: {"train": {"lr": 1.0e-3}}}))
+    assert {"train", "weights_config", "run_config"} <= jobs, stats
 
     def train_command(config):
         out = _snakemake(["--configfile", str(config), "-n", "-p", "--forcerun", "train",
@@ -223,3 +248,4 @@ def test_snakemake_lint_reports_only_justified_items():
         assert not {t: items for t, items in titles.items() if t not in JUSTIFIED_LINTS}, config
     for title, reason in JUSTIFIED_LINTS.items():
         assert title.rstrip(".") in snakefile and reason in snakefile
+
