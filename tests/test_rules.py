@@ -249,3 +249,29 @@ def test_snakemake_lint_reports_only_justified_items():
     for title, reason in JUSTIFIED_LINTS.items():
         assert title.rstrip(".") in snakefile and reason in snakefile
 
+
+@pytest.mark.parametrize(("holder_args", "unlocked"), [
+    (["-n"], True), (["--dry-run"], True), (["-np", "--cores", "1"], True),
+    (["--cores", "1"], False)])
+def test_make_unlock_ignores_dry_runs_but_not_a_real_holder(tmp_path, holder_args, unlocked):
+    """`make demo`'s unlock: a stale lock is removed unless a Snakemake that can hold it runs in
+    the directory; a dry run (which takes no lock) does not keep it."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    fake = venv / "snakemake"  # the holder's stand-in, and what `--unlock` runs
+    fake.write_text('#!/bin/sh\ncase "$1" in --unlock) rm -f .snakemake/locks/*;; *) sleep 60;; esac\n')
+    fake.chmod(0o755)
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("")
+    holder = subprocess.Popen([str(fake), *holder_args], cwd=tmp_path)
+    try:
+        time.sleep(0.3)
+        proc = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(tmp_path),
+                               f"VENV={tmp_path / 'venv'}", "unlock"], capture_output=True,
+                              text=True, timeout=60, check=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert (not any((tmp_path / ".snakemake" / "locks").iterdir())) == unlocked, proc.stdout
+    assert ("leaving its lock" in proc.stdout) != unlocked
