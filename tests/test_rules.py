@@ -189,8 +189,10 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     assert train_command(before) == train_command(after) != []
 
 
-def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path):
-    """Snakemake alone waits for running jobs on SIGTERM; the workflow forwards it to them."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path, sig):
+    """Snakemake alone waits for running jobs on SIGTERM (and kills them on SIGINT); the
+    workflow forwards either to them as SIGTERM, so a trainer checkpoints."""
     (tmp_path / "Snakefile").write_text(
         f'include: "{ROOT}/workflow/rules/signals.smk"\n\n\n'
         "rule slow:\n"
@@ -205,7 +207,7 @@ def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, "the job never started"
             time.sleep(0.2)
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         assert proc.wait(timeout=60) != 0
         assert (tmp_path / "got-term").exists() and time.monotonic() - started < 60
         assert not (tmp_path / "done.txt").exists()
