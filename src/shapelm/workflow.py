@@ -49,6 +49,40 @@ def weights_config(exp: Experiment, run: str) -> dict:
     return {**weights_content(cfg), "hash": cfg["hash"]}
 
 
+#: Names one invocation of the workflow (set when the Snakefile is parsed, inherited by its
+#: jobs: local ones as children, cluster ones through sbatch's exported environment).
+WORKFLOW_RUN_ENV = "SHAPELM_WORKFLOW_RUN"
+#: Exit status of a refused input (shapelm.cli: a ShapelmError, one error line): a bad config or
+#: data, a recipe that differs from the checkpoints', a run locked by another trainer, a full
+#: disk, a non-finite loss. Running the same command again fails the same way.
+REFUSED_EXIT = 2
+
+
+def workflow_run_id() -> str:
+    """This workflow invocation's id (made once, kept by the jobs that inherit it)."""
+    import uuid
+
+    return os.environ.setdefault(WORKFLOW_RUN_ENV, uuid.uuid4().hex)
+
+
+def not_retried_when_refused(command: str, marker: str, log: str) -> str:
+    """A job's shell command (Snakemake placeholders kept) that Snakemake's `retries` do not
+    repeat after a refusal: the command writing `log`, exiting REFUSED_EXIT, leaves `marker`
+    (this invocation's id and the log's last error line); a retry in the same invocation finds
+    it and exits at once, naming the refusal. Preemptions and time limits (exit 138, 143)
+    are retried as before; a new invocation (the cause fixed) runs the command again."""
+    run = "${{" + WORKFLOW_RUN_ENV + ":-}}"  # (braces doubled for Snakemake; empty if unset)
+    return (
+        f'refused={marker}; if [ -n "{run}" ] && [ -f "$refused" ] && '
+        f'[ "$(head -n 1 "$refused")" = "{run}" ]; then '
+        f'echo "not retried: the previous attempt was refused: $(tail -n 1 "$refused")" '
+        f"> {log}; exit {REFUSED_EXIT}; fi; "
+        f"code=0; ( {command} ) || code=$?; "
+        f'if [ "$code" -eq {REFUSED_EXIT} ]; then printf "%s\\n%s\\n" "{run}" '
+        f'"$(grep "error:" {log} | tail -n 1)" > "$refused"; fi; exit "$code"'
+    )
+
+
 def work_dir(exp: str) -> str:
     return f"work/{exp}"
 

@@ -37,6 +37,7 @@ EXP = workflow_experiment(
 if config.get("rehearsal"):
     os.environ.setdefault("SHAPELM_THREADS", "1")
 E = EXP.name
+wf.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
 RUNS = list(EXP.runs)
 WORK = wf.work_dir(E)
 RESULTS = wf.results_dir(E)

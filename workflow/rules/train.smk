@@ -61,23 +61,30 @@ rule weights_config:
     """The part of a run's training config that decides its weights; a change retrains."""
     output:
         f"{WORK}/runs/{{run}}/weights_config.json",
+    log:
+        f"{LOGS}/runs/{{run}}/weights_config.log",
     localrule: True
     params:
         config=lambda w: wf.weights_config(EXP, w.run),
     run:
         write_json_atomic(output[0], params.config)
+        Path(log[0]).write_text(f"weights config hash {params.config['hash']}\n")
 
 
 # One thread count per process, from the job's shape (cpus_per_task), wherever the job runs:
 # float32 CPU reductions depend on it, so a resumed or rerun training matches bitwise only at
 # the same count (docs/TRAINING.md). An explicit SHAPELM_THREADS in the environment wins.
-TRAIN_SHELL = (
+# A refused start (exit 2: a recipe that differs from the checkpoints', a run locked by another
+# trainer, bad data) is not retried: the retry exits at once (wf.not_retried_when_refused).
+TRAIN_SHELL = wf.not_retried_when_refused(
     "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
     "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
     "{params.launch:q} train {input.config:q} --out {params.out:q} "
     '--data "$(dirname {input.data:q})" {params.until:q} '
     "--time-limit {resources.runtime:q} "
-    "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1"
+    "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1",
+    "{params.out:q}/.refused",
+    "{log:q}",
 )
 TRAIN_RESOURCES_OF_RULE = dict(
     runtime=_train_resource("runtime"),
