@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # This machine sets PYTHONDONTWRITEBYTECODE, which makes every process recompile torch (~20 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: env test test-slow demo dry-run plan lock bench clean-demo rehearse
+.PHONY: env test test-slow demo dry-run plan lock bench clean-demo rehearse adopt-trained unlock
 
 env: $(VENV)/.installed $(VENV)/.yte-guard
 
@@ -37,25 +37,45 @@ test-slow: env
 	$(PY) -m pytest -m slow -q $(PYTEST_ARGS)
 
 # A killed run leaves Snakemake's lock behind: remove it, but only when no Snakemake process
-# works in this directory (one that does holds the lock rightly, and Snakemake then refuses to
-# start a second). Incomplete outputs of the killed jobs are rerun (--rerun-incomplete);
-# training resumes from its checkpoints.
+# that can hold it works in this directory (one that does holds the lock rightly, and Snakemake
+# then refuses to start a second). A dry run (-n, --dry-run, -n among short flags such as -np),
+# --nolock and --unlock take no lock: they do not count. Incomplete outputs of the killed jobs
+# are rerun (--rerun-incomplete); training resumes from its checkpoints.
 define unlock_if_idle
 if [ -n "$$(ls -A .snakemake/locks 2>/dev/null)" ]; then \
   for p in /proc/[0-9]*; do \
     [ "$$(readlink $$p/cwd 2>/dev/null)" = "$(CURDIR)" ] || continue; \
-    if tr '\0' ' ' < $$p/cmdline 2>/dev/null | grep -Eq '(^|/)snakemake( |$$)|-m snakemake( |$$)'; then \
-      echo "Snakemake is running in $(CURDIR) (pid $${p#/proc/}): leaving its lock"; exit 0; \
+    [ "$${p#/proc/}" = "$$$$" ] && continue; \
+    tr '\0' '\n' < $$p/cmdline 2>/dev/null | head -3 | grep -Eq '(^|/)snakemake$$' || continue; \
+    if tr '\0' '\n' < $$p/cmdline 2>/dev/null | grep -Eqx -- '-n|--dry-?run|--nolock|--unlock|-[a-zA-Z]*n[a-zA-Z]*'; then \
+      continue; \
     fi; \
+    echo "Snakemake is running in $(CURDIR) (pid $${p#/proc/}): leaving its lock"; exit 0; \
   done; \
   $(VENV)/bin/snakemake --unlock --configfile $(CONFIG) >/dev/null && echo "removed the lock of a killed run"; \
 fi
 endef
 
+# Remove the lock of a killed run (as `make demo` does first).
+unlock:
+	@$(unlock_if_idle)
+
 # The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
 demo: env
 	@$(unlock_if_idle)
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
+
+# Runs trained before the config hash left out the settings that do not change the weights
+# (README): write their run_config.json and weights_config.json, then (a second invocation:
+# Snakemake does not look at a train job whose run config is being rewritten) mark their models
+# current (--touch records the new rules' provenance); nothing is trained. Run it once after
+# upgrading, before any other change to the runs: a change made meanwhile would be marked
+# current too.
+adopt-trained: env
+	@targets="$$($(PY) -c "from pathlib import Path; from shapelm.config import load_experiment as l; e = l('$(CONFIG)'); print(' '.join(p for n in e.runs if Path(p := f'work/{e.name}/runs/{n}/final/model.safetensors').is_file()))")"; \
+	if [ -z "$$targets" ]; then echo "no trained run in $(CONFIG)"; exit 0; fi; \
+	$(VENV)/bin/snakemake --cores 1 --configfile $(CONFIG) --allowed-rules run_config weights_config -- $${targets//final\/model.safetensors/weights_config.json} $${targets//final\/model.safetensors/run_config.json} && \
+	$(VENV)/bin/snakemake --cores 1 --configfile $(CONFIG) --touch --allowed-rules run_config weights_config train train_segment -- $$targets
 
 # Plan the full paper without running anything.
 dry-run: env

@@ -132,3 +132,74 @@ def test_load_tokenizer_specs(tmp_path, monkeypatch):
     cache.mkdir()
     shutil.copy(tmp_path / "t.json", cache / "default-bpe-v300.json")
     assert load_tokenizer("default:300", cache_dir=cache).get_vocab_size() == n
+
+
+# -- one manifest validator (shapelm.data.tokens.validate_manifest) ------------------------------
+def _token_dir(path):
+    from shapelm.data.tokens import write_token_dir
+
+    ids = np.arange(1000, dtype=np.uint32) % 50
+    write_token_dir(path, [ids[:600], ids[600:]], vocab_size=50, eos_id=0)
+    return path
+
+
+def _edit(key, value):
+    def change(m, d):
+        m[key] = value
+    return change
+
+
+def _edit_file(k, key, value):
+    def change(m, d):
+        m["files"][k][key] = value
+    return change
+
+
+def _listed_twice(m, d):
+    m["files"].append(dict(m["files"][0]))
+    m["n_tokens"] += m["files"][0]["n_tokens"]
+
+
+def _symlink_out(m, d):
+    outside = d.parent / "outside.u32"
+    (d / m["files"][1]["path"]).rename(outside)
+    (d / m["files"][1]["path"]).symlink_to(outside)
+
+
+MANIFEST_CASES = {
+    "a list": (lambda m, d: m.clear(), "a list, expected a JSON object"),
+    "vocab_size a string": (_edit("vocab_size", "2048"), "vocab_size '2048' is not a whole number > 0"),
+    "vocab_size a float": (_edit("vocab_size", 50.5), "vocab_size 50.5 is not a whole number > 0"),
+    "vocab_size zero": (_edit("vocab_size", 0), "vocab_size 0 is not a whole number > 0"),
+    "eos_id beyond the vocabulary": (_edit("eos_id", 50), "eos_id 50 is not a token id in [0, 50)"),
+    "eos_id negative": (_edit("eos_id", -1), "eos_id -1 is not a token id in [0, 50)"),
+    "eos_id a bool": (_edit("eos_id", True), "eos_id True is not a token id"),
+    "files a mapping": (_edit("files", {"path": "part-00000.u32"}), "files is a dict, expected a list"),
+    "a file entry a string": (lambda m, d: m["files"].__setitem__(0, "part-00000.u32"),
+                              "files[0] is a str, expected an object"),
+    "n_tokens 'lots'": (_edit_file(0, "n_tokens", "lots"), "files[0].n_tokens 'lots' is not a whole number"),
+    "n_tokens negative": (_edit_file(0, "n_tokens", -600), "files[0].n_tokens -600 is not a whole number"),
+    "total n_tokens a string": (_edit("n_tokens", "1000"), "n_tokens '1000' != sum over files 1000"),
+    "a shard listed twice": (_listed_twice, "files[2] 'part-00000.u32' is listed already as files[0]"),
+    "the same shard spelled ./": (lambda m, d: (_listed_twice(m, d), m["files"][2].update(
+        path="./part-00000.u32")), "files[2] './part-00000.u32' is listed already as files[0]"),
+    "a symlink leading out": (_symlink_out, "files[1] 'part-00001.u32' is a link to "),
+    "an absolute path": (_edit_file(0, "path", "/etc/passwd"), "points outside the manifest's directory"),
+    "max_id a string": (_edit_file(0, "max_id", "49"), "manifest max_id '49' is not a token id below"),
+}
+
+
+@pytest.mark.parametrize(("change", "message"), MANIFEST_CASES.values(), ids=MANIFEST_CASES.keys())
+def test_a_malformed_manifest_is_one_line_naming_the_key(tmp_path, change, message):
+    d = _token_dir(tmp_path / "tok")
+    TokenStore(d)  # the untouched directory opens
+    m = json.loads((d / "manifest.json").read_text())
+    change(m, d)
+    if message.startswith("a list"):
+        m = [m]
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DataError) as info:
+        TokenStore(d)
+    line = str(info.value)
+    assert message in line and "\n" not in line, line
+    assert str(d) in line

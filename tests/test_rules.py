@@ -132,7 +132,9 @@ RUN = "hg113m_conv"
 
 def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     """After the run config was written for real, an evaluation-, long-context-, decode- or
-    results-only change plans no training and no new run config; the train command is unchanged."""
+    results-only change plans no training and no new run config; the train command is unchanged.
+    A change of training's evaluation, logging or checkpoint settings, or of the validation sets,
+    rewrites the run config but retrains nothing; a learning-rate change retrains."""
     before = _config(tmp_path, "before.yaml")
     after = _config(tmp_path, "after.yaml",
                     eval={"tasks": ["heldout", "piqa"], "batch_size": 4, "heldout_examples": 50,
@@ -145,18 +147,41 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_text("{}")
     run_config = tmp_path / "work" / "default" / "runs" / RUN / "run_config.json"
-    _snakemake(["--configfile", str(before), "--cores", "1", str(run_config.relative_to(tmp_path))], tmp_path)
-    assert set(json.loads(run_config.read_text())) == {"name", "experiment", "scale", "arch", "model", "train", "hash"}
+    weights = run_config.with_name("weights_config.json")
+    _snakemake(["--configfile", str(before), "--cores", "1",
+                *(str(p.relative_to(tmp_path)) for p in (run_config, weights))], tmp_path)
+    assert set(json.loads(run_config.read_text())) == {
+        "name", "experiment", "scale", "arch", "model", "train", "validation_dirs", "hash"}
     model = run_config.parent / "final" / "model.safetensors"
     model.parent.mkdir(parents=True)
     time.sleep(1)  # the model is newer than its inputs, as a finished training leaves it
     model.write_text("stand-in")
 
-    out = _snakemake(["--configfile", str(after), "-n", f"run_{RUN}"], tmp_path).stdout
-    stats = out.split("Job stats:")[1].split("Reasons:")[0]
-    jobs = {line.split()[0] for line in stats.splitlines()[3:] if line.strip() and line.split()[0] != "total"}
+    def planned(config):
+        out = _snakemake(["--configfile", str(config), "-n", f"run_{RUN}"], tmp_path).stdout
+        stats = out.split("Job stats:")[1].split("Reasons:")[0]
+        return stats, {line.split()[0] for line in stats.splitlines()[3:]
+                       if line.strip() and line.split()[0] != "total"}
+
+    stats, jobs = planned(after)
     assert "eval_ppl" in jobs and "downstream" in jobs, stats
     assert not jobs & {"train", "run_config", "default_corpus"}, stats
+    # Training's own evaluation, logging and checkpoint settings and the held-out sets it scores:
+    # the trainer's run config is rewritten, the weights' part is not, and nothing retrains.
+    neutral = _config(tmp_path, "neutral.yaml", data={"validation_sets": ["default_web"]},
+                      runs={RUN: {"train": {"eval_every": 2048, "eval_max_instances": 3,
+                                            "log_every": 1, "checkpoint_every": 7, "keep_last": 5}}})
+    stats, jobs = planned(neutral)
+    assert "run_config" in jobs and not jobs & {"train", "weights_config"}, stats
+    _snakemake(["--configfile", str(neutral), "--cores", "1", str(run_config.relative_to(tmp_path))],
+               tmp_path)
+    written = json.loads(run_config.read_text())
+    assert written["train"]["log_every"] == 1 and len(written["validation_dirs"]) == 1
+    stats, jobs = planned(neutral)  # the rewritten run config is no reason to retrain either
+    assert not jobs & {"train", "weights_config", "run_config"}, stats
+    # and a setting that changes the weights does retrain
+    stats, jobs = planned(_config(tmp_path, "lr.yaml", runs={RUN: {"train": {"lr": 1.0e-3}}}))
+    assert {"train", "weights_config", "run_config"} <= jobs, stats
 
     def train_command(config):
         out = _snakemake(["--configfile", str(config), "-n", "-p", "--forcerun", "train",
@@ -166,8 +191,10 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     assert train_command(before) == train_command(after) != []
 
 
-def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path):
-    """Snakemake alone waits for running jobs on SIGTERM; the workflow forwards it to them."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path, sig):
+    """Snakemake alone waits for running jobs on SIGTERM (and kills them on SIGINT); the
+    workflow forwards either to them as SIGTERM, so a trainer checkpoints."""
     (tmp_path / "Snakefile").write_text(
         f'include: "{ROOT}/workflow/rules/signals.smk"\n\n\n'
         "rule slow:\n"
@@ -182,7 +209,7 @@ def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, "the job never started"
             time.sleep(0.2)
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         assert proc.wait(timeout=60) != 0
         assert (tmp_path / "got-term").exists() and time.monotonic() - started < 60
         assert not (tmp_path / "done.txt").exists()
@@ -233,3 +260,58 @@ def test_a_table_reading_the_decode_benchmark_waits_for_it(tmp_path):
                        "--quiet", "rules"], tmp_path)
     jobs = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     assert {"table_tapered_decode", "decode_bench", "decode_pair"} <= jobs, proc.stdout
+
+
+@pytest.mark.parametrize(("holder_args", "unlocked"), [
+    (["-n"], True), (["--dry-run"], True), (["-np", "--cores", "1"], True),
+    (["--cores", "1"], False)])
+def test_make_unlock_ignores_dry_runs_but_not_a_real_holder(tmp_path, holder_args, unlocked):
+    """`make demo`'s unlock: a stale lock is removed unless a Snakemake that can hold it runs in
+    the directory; a dry run (which takes no lock) does not keep it."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    fake = venv / "snakemake"  # the holder's stand-in, and what `--unlock` runs
+    fake.write_text('#!/bin/sh\ncase "$1" in --unlock) rm -f .snakemake/locks/*;; *) sleep 60;; esac\n')
+    fake.chmod(0o755)
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("")
+    holder = subprocess.Popen([str(fake), *holder_args], cwd=tmp_path)
+    try:
+        time.sleep(0.3)
+        proc = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(tmp_path),
+                               f"VENV={tmp_path / 'venv'}", "unlock"], capture_output=True,
+                              text=True, timeout=60, check=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert (not any((tmp_path / ".snakemake" / "locks").iterdir())) == unlocked, proc.stdout
+    assert ("leaving its lock" in proc.stdout) != unlocked
+
+
+@pytest.mark.parametrize(("code", "attempts"), [(2, 1), (143, 3)])
+def test_a_refused_job_is_not_retried_a_preempted_one_is(tmp_path, code, attempts):
+    """The train rules' command (wf.not_retried_when_refused) under `retries: 2`: exit 2 (a
+    refusal: recipe mismatch, run locked, bad data) runs once and the retries exit at once,
+    naming the refusal; exit 143 (preempted) is retried. A new invocation runs it again."""
+    (tmp_path / "Snakefile").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'src')!r})\n"
+        "from shapelm import workflow as wf\n\n"
+        "wf.workflow_run_id()\n\n\n"
+        "rule job:\n"
+        '    output:\n        "done.txt",\n'
+        '    log:\n        "job.log",\n'
+        "    retries: 2\n"
+        "    shell:\n"
+        f"        wf.not_retried_when_refused(\"echo x >> attempts; echo 'shapelm train: error: "
+        f"locked by pid 7' > {{log:q}}; exit {code}\", '.refused', '{{log:q}}')\n")
+    env = {k: v for k, v in _env().items() if k != "SHAPELM_WORKFLOW_RUN"}
+    for invocation in (1, 2):
+        proc = subprocess.run([SNAKEMAKE, "--cores", "1"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode != 0
+        assert (tmp_path / "attempts").read_text().count("x") == attempts * invocation
+    if code == 2:
+        assert (tmp_path / "job.log").read_text() == (
+            "not retried: the previous attempt was refused: "
+            "shapelm train: error: locked by pid 7\n")

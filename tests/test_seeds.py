@@ -116,17 +116,19 @@ def test_the_workflow_plans_one_training_per_seed_and_reuses_the_first(tmp_path)
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_text("{}")
     run_dir = tmp_path / "work" / "default" / "runs" / "lws_baseline_12l"
-    keys = ("name", "experiment", "scale", "arch", "model", "train")  # train.smk TRAIN_CONFIG_KEYS
-    cfg = {k: exp.run("lws_baseline_12l")[k] for k in keys}
+    from shapelm.workflow import training_config, weights_config
+
     (run_dir / "final").mkdir(parents=True)
-    (run_dir / "run_config.json").write_text(json.dumps({**cfg, "hash": config_hash(cfg)}))
+    val = [f"work/default/data/corpus/val/{v}" for v in exp.run("lws_baseline_12l")["data"]["validation_sets"]]
+    (run_dir / "run_config.json").write_text(json.dumps(training_config(exp, "lws_baseline_12l", val)))
+    (run_dir / "weights_config.json").write_text(json.dumps(weights_config(exp, "lws_baseline_12l")))
     time.sleep(1)
     (run_dir / "final" / "model.safetensors").write_text("stand-in")
     models = [f"work/default/runs/{r}/final/model.safetensors" for r in exp.instances("lws_baseline_12l")]
     out = _snakemake(["--configfile", str(ROOT / "configs" / "default.yaml"), "-n", *models], tmp_path).stdout
     jobs = [line.split("run=")[1].strip() for line in out.splitlines() if "wildcards: run=" in line]
-    assert sorted(jobs) == ["lws_baseline_12l_s1", "lws_baseline_12l_s1", "lws_baseline_12l_s2",
-                            "lws_baseline_12l_s2"], out[-3000:]  # run_config and train of each
+    assert sorted(jobs) == 3 * ["lws_baseline_12l_s1"] + 3 * ["lws_baseline_12l_s2"], (
+        out[-3000:])  # run_config, weights_config and train of each
     stats = out.split("Job stats:")[1].split("Reasons:")[0]
     assert any(line.split()[:2] == ["train", "2"] for line in stats.splitlines()), stats
 

@@ -178,3 +178,22 @@ def test_planning_a_workflow_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_work_directory_linked_to_another_file_system_is_accepted(tmp_path, monkeypatch):
+    """`work/EXP` as a symlink to a scratch disk (the usual cluster setup) is no escape; a link
+    below it that leads out of where it points still is."""
+    from shapelm.plan.experiment import check_output_paths, load_experiment
+
+    exp = load_experiment(ROOT / "configs" / "default.yaml")
+    scratch = tmp_path / "scratch" / "default"
+    (scratch / "runs").mkdir(parents=True)
+    (tmp_path / "repo" / "work").mkdir(parents=True)
+    (tmp_path / "repo" / "work" / "default").symlink_to(scratch)
+    monkeypatch.chdir(tmp_path / "repo")
+    assert check_output_paths(exp) == []
+    run = next(iter(exp.runs))
+    (scratch / "runs" / run).symlink_to(tmp_path / "elsewhere")
+    (err,) = check_output_paths(exp)
+    assert err == (f"runs.{run}: {run!r} would put outputs at {tmp_path / 'elsewhere'}, "
+                   f"outside work/default/")

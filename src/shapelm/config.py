@@ -566,9 +566,31 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config", seed
     return resolved
 
 
+#: `train` settings that decide what a run evaluates, logs and keeps, never its weights: the
+#: config hash leaves them out, so changing one neither reruns training nor deletes its final
+#: model (workflow/rules/train.smk). The held-out split (eval_heldout_sequences) lies after
+#: the trained tokens; the checkpoint format and its thread change how, not what, is saved.
+WEIGHT_NEUTRAL_TRAIN_KEYS = ("eval_every", "eval_max_instances", "eval_heldout_sequences",
+                             "log_every", "checkpoint_every", "keep_last", "checkpoint_format",
+                             "async_checkpoint")
+#: Top-level keys of a run config outside the hash: its own hash, seed bookkeeping, and the
+#: held-out directories scored during training (shapelm.workflow.training_config).
+UNHASHED_RUN_KEYS = ("hash", SEED_GROUP_KEY, "validation_dirs")
+
+
+def weights_content(run: dict[str, Any]) -> dict[str, Any]:
+    """What of a (training) run config decides the trained weights: all of it but
+    UNHASHED_RUN_KEYS and the `train` settings in WEIGHT_NEUTRAL_TRAIN_KEYS."""
+    content = {k: v for k, v in run.items() if k not in UNHASHED_RUN_KEYS}
+    if isinstance(content.get("train"), dict):
+        content["train"] = {k: v for k, v in content["train"].items()
+                            if k not in WEIGHT_NEUTRAL_TRAIN_KEYS}
+    return content
+
+
 def config_hash(run: dict[str, Any]) -> str:
-    blob = json.dumps({k: v for k, v in run.items() if k not in ("hash", SEED_GROUP_KEY)},
-                      sort_keys=True, default=str)
+    """16 hex digits of the sha256 of `weights_content(run)`."""
+    blob = json.dumps(weights_content(run), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -4,7 +4,8 @@ Keeping this here (and unit-tested) keeps the Snakefile a thin list of rules.
 
 Layout (EXP = the experiment's name, so the tiny default never overwrites paper results):
     work/EXP/data/...                      token dirs, tokenizer (inputs, never in git)
-    work/EXP/runs/RUN/run_config.json      the resolved run config
+    work/EXP/runs/RUN/run_config.json      what the trainer reads of the resolved run config
+    work/EXP/runs/RUN/weights_config.json  its part that decides the weights (train's input)
     work/EXP/runs/RUN/checkpoints/         training state, NOT a declared output: a rerun resumes
     work/EXP/runs/RUN/final/               the trained model (declared output)
     results/EXP/runs/RUN/*.json            per-run metrics
@@ -22,7 +23,64 @@ from pathlib import Path
 from typing import Any
 
 from shapelm.accounting import flops_per_token
-from shapelm.config import Experiment, run_model_config, run_recipe
+from shapelm.config import Experiment, config_hash, run_model_config, run_recipe, weights_content
+
+
+#: What pretraining reads of a resolved run, and nothing else: changing an evaluation,
+#: long-context, decode or results setting never reruns (and so never deletes) a trained model.
+TRAIN_CONFIG_KEYS = ("name", "experiment", "scale", "arch", "model", "train")
+
+
+def training_config(exp: Experiment, run: str, validation_dirs: list[str] | None = None) -> dict:
+    """`run_config.json`: what the trainer reads (with the held-out directories it scores during
+    training), and its config hash, which covers only what changes the weights
+    (shapelm.config.weights_content)."""
+    cfg = {key: exp.run(run)[key] for key in TRAIN_CONFIG_KEYS}
+    if validation_dirs:
+        cfg["validation_dirs"] = list(validation_dirs)
+    return {**cfg, "hash": config_hash(cfg)}
+
+
+def weights_config(exp: Experiment, run: str) -> dict:
+    """`weights_config.json`: the part of the training config that decides the weights; the
+    train rule depends on it (and only by name on run_config.json), so a change elsewhere in
+    the run config does not retrain."""
+    cfg = training_config(exp, run)
+    return {**weights_content(cfg), "hash": cfg["hash"]}
+
+
+#: Names one invocation of the workflow (set when the Snakefile is parsed, inherited by its
+#: jobs: local ones as children, cluster ones through sbatch's exported environment).
+WORKFLOW_RUN_ENV = "SHAPELM_WORKFLOW_RUN"
+#: Exit status of a refused input (shapelm.cli: a ShapelmError, one error line): a bad config or
+#: data, a recipe that differs from the checkpoints', a run locked by another trainer, a full
+#: disk, a non-finite loss. Running the same command again fails the same way.
+REFUSED_EXIT = 2
+
+
+def workflow_run_id() -> str:
+    """This workflow invocation's id (made once, kept by the jobs that inherit it)."""
+    import uuid
+
+    return os.environ.setdefault(WORKFLOW_RUN_ENV, uuid.uuid4().hex)
+
+
+def not_retried_when_refused(command: str, marker: str, log: str) -> str:
+    """A job's shell command (Snakemake placeholders kept) that Snakemake's `retries` do not
+    repeat after a refusal: the command writing `log`, exiting REFUSED_EXIT, leaves `marker`
+    (this invocation's id and the log's last error line); a retry in the same invocation finds
+    it and exits at once, naming the refusal. Preemptions and time limits (exit 138, 143)
+    are retried as before; a new invocation (the cause fixed) runs the command again."""
+    run = "${{" + WORKFLOW_RUN_ENV + ":-}}"  # (braces doubled for Snakemake; empty if unset)
+    return (
+        f'refused={marker}; if [ -n "{run}" ] && [ -f "$refused" ] && '
+        f'[ "$(head -n 1 "$refused")" = "{run}" ]; then '
+        f'echo "not retried: the previous attempt was refused: $(tail -n 1 "$refused")" '
+        f"> {log}; exit {REFUSED_EXIT}; fi; "
+        f"code=0; ( {command} ) || code=$?; "
+        f'if [ "$code" -eq {REFUSED_EXIT} ]; then printf "%s\\n%s\\n" "{run}" '
+        f'"$(grep "error:" {log} | tail -n 1)" > "$refused"; fi; exit "$code"'
+    )
 
 
 def total_train_flops(run: dict[str, Any]) -> float:

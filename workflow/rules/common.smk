@@ -43,6 +43,7 @@ EXP = workflow_experiment(
 if config.get("rehearsal"):
     os.environ.setdefault("SHAPELM_THREADS", "1")
 E = EXP.name
+wf.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
 RUNS = list(EXP.runs)
 WORK = paths.work_dir(E)
 RESULTS = paths.results_dir(E)

@@ -27,19 +27,24 @@ def previous_segment(run, step=None):
     return [segment_marker(run, until[k - 1])] if k > 0 else []
 
 
-# What pretraining reads, and nothing else: the train job's input and params hash only this, so
-# changing an evaluation, long-context, decode or results setting never reruns (and so never
-# deletes) a trained model. The run's other settings reach the jobs that use them as params.
-TRAIN_CONFIG_KEYS = ("name", "experiment", "scale", "arch", "model", "train")
+def eval_inputs(run):
+    """The held-out sets a run scores during training (train.eval_every), as manifests."""
+    return val_data(run) if EXP.run(run)["train"].get("eval_every") else []
 
 
+# The train jobs depend on weights_config.json (what decides the weights) and only by name
+# (ancient) on run_config.json (what the trainer reads: also how often it evaluates, logs and
+# checkpoints, and the held-out sets it scores). So a change of an evaluation, logging or
+# checkpointing setting or of the validation sets rewrites run_config.json and reruns no
+# training (and so deletes no trained model); a change that alters the weights rewrites both.
 def train_config(run):
-    cfg = {key: EXP.run(run)[key] for key in TRAIN_CONFIG_KEYS}
-    return {**cfg, "hash": config_hash(cfg)}
+    return wf.training_config(EXP, run, [os.path.dirname(p) for p in eval_inputs(run)])
 
 
 rule run_config:
-    """One run's training config (recipe inherited from its scale); a changed recipe reruns."""
+    """What one run's trainer reads (recipe inherited from its scale, held-out sets)."""
+    input:
+        val=lambda w: eval_inputs(w.run),
     output:
         f"{WORK}/runs/{{run}}/run_config.json",
     log:
@@ -52,16 +57,34 @@ rule run_config:
         Path(log[0]).write_text(f"training config hash {params.config['hash']}\n")
 
 
+rule weights_config:
+    """The part of a run's training config that decides its weights; a change retrains."""
+    output:
+        f"{WORK}/runs/{{run}}/weights_config.json",
+    log:
+        f"{LOGS}/runs/{{run}}/weights_config.log",
+    localrule: True
+    params:
+        config=lambda w: wf.weights_config(EXP, w.run),
+    run:
+        write_json_atomic(output[0], params.config)
+        Path(log[0]).write_text(f"weights config hash {params.config['hash']}\n")
+
+
 # One thread count per process, from the job's shape (cpus_per_task), wherever the job runs:
 # float32 CPU reductions depend on it, so a resumed or rerun training matches bitwise only at
 # the same count (docs/TRAINING.md). An explicit SHAPELM_THREADS in the environment wins.
-TRAIN_SHELL = (
+# A refused start (exit 2: a recipe that differs from the checkpoints', a run locked by another
+# trainer, bad data) is not retried: the retry exits at once (wf.not_retried_when_refused).
+TRAIN_SHELL = wf.not_retried_when_refused(
     "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
     "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
     "{params.launch:q} train {input.config:q} --out {params.out:q} "
-    '--data "$(dirname {input.data:q})" {params.val:q} {params.until:q} '
+    '--data "$(dirname {input.data:q})" {params.until:q} '
     "--time-limit {resources.runtime:q} "
-    "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1"
+    "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1",
+    "{params.out:q}/.refused",
+    "{log:q}",
 )
 TRAIN_RESOURCES_OF_RULE = dict(
     runtime=_train_resource("runtime"),
@@ -75,21 +98,12 @@ TRAIN_RESOURCES_OF_RULE = dict(
 )
 
 
-def eval_inputs(run):
-    """The held-out sets a run scores during training (train.eval_every), as manifests."""
-    return val_data(run) if EXP.run(run)["train"].get("eval_every") else []
-
-
-def eval_args(wildcards, input):
-    return ["--val", *[os.path.dirname(p) for p in input.val]] if input.val else []
-
-
 rule train_segment:
     """Train up to step {step} of a run that does not fit one job (checkpoint, marker)."""
     input:
-        config=f"{WORK}/runs/{{run}}/run_config.json",
+        config=ancient(f"{WORK}/runs/{{run}}/run_config.json"),
+        weights=f"{WORK}/runs/{{run}}/weights_config.json",
         data=lambda w: train_data(w.run),
-        val=lambda w: eval_inputs(w.run),
         previous=lambda w: previous_segment(w.run, w.step),
     output:
         f"{WORK}/runs/{{run}}/segments/step-{{step}}.json",
@@ -107,9 +121,10 @@ rule train_segment:
     params:
         out=lambda w: run_dir(w.run),
         launch=lambda w: shlex.split(TRAIN_PLANS[w.run].job.launch()),
-        val=eval_args,
         until=lambda w: ["--max-steps", w.step],
         margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
+        # also a params record: a weights change retrains even if weights_config.json is missing
+        weights=lambda w: wf.weights_config(EXP, w.run)["hash"],
         state=lambda w: segment_marker(w.run, w.step),
     shell:
         TRAIN_SHELL
@@ -117,9 +132,9 @@ rule train_segment:
 
 rule train:
     input:
-        config=f"{WORK}/runs/{{run}}/run_config.json",
+        config=ancient(f"{WORK}/runs/{{run}}/run_config.json"),
+        weights=f"{WORK}/runs/{{run}}/weights_config.json",
         data=lambda w: train_data(w.run),
-        val=lambda w: eval_inputs(w.run),
         previous=lambda w: previous_segment(w.run),
     output:
         model=f"{WORK}/runs/{{run}}/final/model.safetensors",
@@ -134,9 +149,10 @@ rule train:
     params:
         out=lambda w: run_dir(w.run),
         launch=lambda w: shlex.split(TRAIN_PLANS[w.run].job.launch()),
-        val=eval_args,
         until=[],
         margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
+        # also a params record: a weights change retrains even if weights_config.json is missing
+        weights=lambda w: wf.weights_config(EXP, w.run)["hash"],
         state=lambda w: f"{run_dir(w.run)}/final/train_result.json",
     shell:
         TRAIN_SHELL

@@ -168,6 +168,68 @@ def confined_path(name: Any, manifest: Path) -> str:
     return name
 
 
+def _whole(value: Any) -> bool:
+    """An integer (not a bool, not a float, not a string of digits)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def validate_manifest(m: Any, directory: str | os.PathLike) -> list[tuple[dict, Path]]:
+    """Every check of a token directory's manifest that needs no token file read, each failure
+    one DataError line naming the manifest and the key: a JSON object of format and dtype this
+    module writes; `vocab_size` a whole number > 0 and `eos_id` one in [0, vocab_size); `files`
+    a list of objects, each with a plain relative `path` (no absolute path, no `..`) listed once,
+    that is not a symlink leading out of the directory, a whole `n_tokens` >= 0 and (if given) a
+    whole `max_id` < vocab_size; `n_tokens` their sum. Returns (entry, file path) per file."""
+    directory = Path(directory)
+    where = directory / MANIFEST
+    if not isinstance(m, dict):
+        raise DataError(f"{where}: a {type(m).__name__}, expected a JSON object")
+    if m.get("format") != FORMAT:
+        raise DataError(f"{where}: format {m.get('format')!r}, expected {FORMAT!r}")
+    if m.get("dtype") != "uint32":
+        raise DataError(
+            f"{where}: dtype {m.get('dtype')!r}; only 'uint32' token files are supported "
+            "(OLMo's memmap_dtype for dolma2 ids, which do not fit in uint16)"
+        )
+    for key in ("vocab_size", "eos_id", "files", "n_tokens"):
+        if key not in m:
+            raise DataError(f"{where}: missing key {key!r}")
+    vocab = m["vocab_size"]
+    if not _whole(vocab) or vocab <= 0:
+        raise DataError(f"{where}: vocab_size {vocab!r} is not a whole number > 0")
+    if not _whole(m["eos_id"]) or not 0 <= m["eos_id"] < vocab:
+        raise DataError(f"{where}: eos_id {m['eos_id']!r} is not a token id in [0, {vocab})")
+    if not isinstance(m["files"], list):
+        raise DataError(f"{where}: files is a {type(m['files']).__name__}, expected a list")
+    root = directory.resolve()
+    entries, seen = [], {}
+    for k, entry in enumerate(m["files"]):
+        if not isinstance(entry, dict):
+            raise DataError(f"{where}: files[{k}] is a {type(entry).__name__}, expected an object")
+        name = confined_path(entry.get("path"), where)
+        key = Path(os.path.normpath(name)).as_posix()
+        if key in seen:
+            raise DataError(f"{where}: files[{k}] {name!r} is listed already as files[{seen[key]}] "
+                            f"(its tokens would be trained on twice)")
+        seen[key] = k
+        f = directory / name
+        if root not in f.resolve().parents:
+            raise DataError(f"{where}: files[{k}] {name!r} is a link to {f.resolve()}, outside "
+                            f"the token directory")
+        n = entry.get("n_tokens")
+        if not _whole(n) or n < 0:
+            raise DataError(f"{where}: files[{k}].n_tokens {n!r} is not a whole number >= 0")
+        if "max_id" in entry and (not _whole(entry["max_id"]) or entry["max_id"] >= vocab):
+            raise DataError(f"{f}: manifest max_id {entry['max_id']!r} is not a token id below "
+                            f"vocab_size {vocab}")
+        entries.append((entry, f))
+    total = m["n_tokens"]
+    if not _whole(total) or total != sum(e["n_tokens"] for e, _ in entries):
+        raise DataError(f"{where}: n_tokens {total!r} != sum over files "
+                        f"{sum(e['n_tokens'] for e, _ in entries)}")
+    return entries
+
+
 def _read_checksum_cache(path: str | os.PathLike) -> dict:
     try:
         cache = json.loads(Path(path).read_text())
@@ -189,23 +251,13 @@ class TokenStore:
         self.path = Path(path)
         self.manifest = m = read_manifest(self.path)
         where = self.path / MANIFEST
-        if m.get("format") != FORMAT:
-            raise DataError(f"{where}: format {m.get('format')!r}, expected {FORMAT!r}")
-        if m.get("dtype") != "uint32":
-            raise DataError(
-                f"{where}: dtype {m.get('dtype')!r}; only 'uint32' token files are supported "
-                "(OLMo's memmap_dtype for dolma2 ids, which do not fit in uint16)"
-            )
-        for key in ("vocab_size", "eos_id", "files", "n_tokens"):
-            if key not in m:
-                raise DataError(f"{where}: missing key {key!r}")
+        entries = validate_manifest(m, self.path)
         self.vocab_size = int(m["vocab_size"])
         self.eos_id = int(m["eos_id"])
         self.files: list[Path] = []
         sizes = []
-        for entry in m["files"]:
-            f = self.path / confined_path(entry.get("path"), where)
-            n = int(entry["n_tokens"])
+        for entry, f in entries:
+            n = entry["n_tokens"]
             if not f.is_file():
                 raise DataError(f"{f}: token file listed in {where} is missing")
             nbytes = f.stat().st_size
@@ -219,19 +271,11 @@ class TokenStore:
                     f"{f}: {nbytes} bytes but the manifest says {n} uint32 tokens "
                     f"= {n * 4} bytes{hint}"
                 )
-            if "max_id" in entry and int(entry["max_id"]) >= self.vocab_size:
-                raise DataError(
-                    f"{f}: manifest max_id {entry['max_id']} >= vocab_size {self.vocab_size}"
-                )
             self.files.append(f)
             sizes.append(n)
         self.file_tokens = np.array(sizes, dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.file_tokens)]).astype(np.int64)
         self.n_tokens = int(self.offsets[-1])
-        if self.n_tokens != int(m["n_tokens"]):
-            raise DataError(
-                f"{where}: n_tokens {m['n_tokens']} != sum over files {self.n_tokens}"
-            )
         self._maps: list[np.ndarray | None] = [None] * len(self.files)
         if verify:
             self.verify_checksums()

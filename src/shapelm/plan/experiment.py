@@ -154,12 +154,14 @@ OUTPUT_ROOTS = ("work", "results", "paper_figures", "logs")
 
 def _escapes(root: str, parts: list[str]) -> str | None:
     """Where `root/parts...` resolves to, if a part is not one plain path component or the
-    result is not inside `root/parts[0]` (followed symlinks included); else None."""
-    base = Path(root).resolve()
-    top = (base / parts[0]).resolve()
-    full = top.joinpath(*parts[1:]).resolve()
+    result is not inside `root/parts[0]` as resolved (followed symlinks included); else None.
+    `root/parts[0]` itself (`work/EXP`: a plain name, the config cannot make it a link) may be
+    a symlink the user made, to a scratch file system: what lies below it is confined to
+    where it points."""
     plain = all(p not in ("", ".", "..") and Path(p).name == p and "\\" not in p for p in parts)
-    if not plain or top.parent != base or not (full == top or top in full.parents):
+    top = (Path(root).resolve() / parts[0]).resolve()
+    full = top.joinpath(*parts[1:]).resolve()
+    if not plain or not (full == top or top in full.parents):
         return str(full)
     return None
 

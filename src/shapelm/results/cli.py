@@ -31,6 +31,13 @@ def add_commands(subparsers) -> None:
     ls.add_argument("--json", action="store_true", help="one JSON object per line, with captions")
     ls.set_defaults(func=run_list)
 
+    cmp = sub.add_parser("compare", help="every number of two results trees, with its relative "
+                         "difference and tolerance (exit 1 when one is beyond it)")
+    cmp.add_argument("a", help="a results tree (results/EXP)")
+    cmp.add_argument("b", nargs="?", default=None,
+                     help="another results tree; default: A as committed (git HEAD)")
+    cmp.set_defaults(func=run_compare)
+
     c = sub.add_parser("captions", help="write the .rst captions of every artifact (for snakemake --report)")
     c.add_argument("config")
     c.add_argument("--report-dir", default="workflow/report")
@@ -75,3 +82,26 @@ def run_captions(args: argparse.Namespace) -> int:
     paths = write_captions(_exp(args.config), args.report_dir)
     print(f"wrote {len(paths)} captions in {args.report_dir}")
     return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    import subprocess
+    import tarfile
+    import tempfile
+
+    from shapelm.results.compare import compare
+
+    if args.b is not None:
+        lines, failures = compare(Path(args.a), Path(args.b))
+    else:  # A as committed: `git archive HEAD A` unpacked in a scratch directory
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "committed.tar"
+            proc = subprocess.run(["git", "archive", "-o", str(archive), "HEAD", args.a],
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise ResultsError(f"{args.a}: not in git HEAD ({proc.stderr.strip()})")
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")
+            lines, failures = compare(Path(args.a), Path(tmp) / args.a)
+    print("\n".join(lines))
+    return 1 if failures else 0

@@ -47,7 +47,7 @@ def _run(train, run, args):
         time_limit_min=args.time_limit,
         stop_margin_s=args.stop_margin,
         threads=args.threads,
-        val_dirs=args.val,
+        val_dirs=args.val if args.val is not None else run.get("validation_dirs"),
     )
 
 
@@ -84,6 +84,7 @@ def add_commands(subparsers) -> None:
                         "choice); resume at the same count for bitwise-equal results")
     p.add_argument("--val", nargs="*", default=None, metavar="DIR",
                    help="held-out token directories scored every train.eval_every tokens (beside "
-                        "the held-out split of the training stream; docs/TRAINING.md)")
+                        "the held-out split of the training stream; docs/TRAINING.md); default: "
+                        "the run config's validation_dirs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
