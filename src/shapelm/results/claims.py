@@ -391,9 +391,11 @@ def claims_ledger(ctx: Context) -> list[Claim]:
                         for r in shared]))
     t = "hourglass_longctx"
     lc = built.setdefault(t, build_table(ctx, t))
+    by_kind = {ctx.acc(n)["kind"]: n for n in reversed(ctx.runs_for_table(t))}  # the 8B pair (tiny: its own)
+    lc_conv, lc_hg = by_kind.get("conventional", "hg8b_conv"), by_kind.get("hourglass", "hg8b_hg")
     lc_checks = []
     for col in lc.columns:
-        conv, hg = ours(t, "hg8b_conv", col.name), ours(t, "hg8b_hg", col.name)
+        conv, hg = ours(t, lc_conv, col.name), ours(t, lc_hg, col.name)
         if col.name.startswith("proofpile_ppl_"):
             lc_checks.append(_less(hg, conv))
         elif col.name.startswith("ruler_"):
