@@ -374,6 +374,24 @@ def claims_ledger(ctx: Context) -> list[Claim]:
                        "Val PPL than the conventional 113M", "Section 4.2 ('consistently achieves lower')",
                        "every row", [_less(ours(t, h, c), ours(t, "hg113m_conv", c))
                                      for h in hg_rows for c in ("val_loss", "val_ppl")]))
+    t = "hourglass_table5"
+    std = ours(t, "hg403m_conv", "flops")
+    out.append(verdict("hourglass_table5_ratio4_cheapest", "Hourglass Table 5: the standard d_h/d_model = 4 has the "
+                       "lowest training FLOPs among the 403M FFN-ratio variants", "Appendix A.2", "lowest",
+                       [_less(std, ours(t, r, "flops")) for r in ("hg403m_conv_r3", "hg403m_conv_r2",
+                                                                  "hg403m_conv_r1p5")]))
+    t = "hourglass_table2"
+    out.append(verdict("hourglass_table2_fewer_flops", "Hourglass Table 2: the hourglass trains with fewer FLOPs "
+                       "than its conventional pair at every scale", "Section 4.5 ('modestly fewer training FLOPs')",
+                       "every scale", [_less(ours(t, f"hg{s}_hg", "train_flops"), ours(t, f"hg{s}_conv", "train_flops"))
+                                       for s in ("906m", "3b", "8b") if ctx.has_run(f"hg{s}_hg")]))
+    t = "hourglass_fig3_906m_sweep"
+    base = next((n for n in ctx.runs_for_table(t) if ctx.acc(n)["kind"] == "conventional"), None)
+    out.append(verdict("hourglass_fig3_r0p6_beat_baseline", "Hourglass Figure 3: the (0.6, 12) and (0.6, 16) points "
+                       "below the conventional 906M Val PPL", "Section 4.4 ('exceed the baseline by 0.5%')",
+                       "0.5% better", [_less(ours(t, r, "val_ppl"), ours(t, base, "val_ppl")) if base else None
+                                       for r in ("hg906m_sweep_r0p6_l12", "hg906m_sweep_r0p6_l16")],
+                       note="The text names no metric; read as Val PPL (PAPER_NOTES)."))
     t = "hourglass_fig2_frozen_head"
     loss = {r: ours(t, r, "final_train_loss") for r in ("hg403m_frozen_hg", "hg403m_frozen_conv_wide",
                                                          "hg403m_frozen_conv")}
