@@ -61,9 +61,13 @@ unlock:
 	@$(unlock_if_idle)
 
 # The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
+# Then the paper's analytic build: every paper table with its shape, parameter and FLOP checks
+# beside the printed values, filled from configs/paper.yaml alone (metrics pending until runs exist).
 demo: env
 	@$(unlock_if_idle)
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
+	$(VENV)/bin/shapelm results build configs/paper.yaml --results-dir results/paper \
+		--figures-dir paper_figures/paper --work-dir work/paper
 
 # Runs trained before the config hash left out the settings that do not change the weights
 # (README): write their run_config.json and weights_config.json, then (a second invocation:

@@ -184,3 +184,54 @@ def test_tapered_table2_has_params_and_flops_columns(default_ctx, tmp_path):
         acc = default_ctx.acc(run)
         assert float(got[run]["params_total_ours_value"]) == pytest.approx(acc["total_params"])
         assert float(got[run]["train_flops_ours_value"]) == pytest.approx(acc["flops_step"])
+
+
+def test_tapered_heatmap_draws_the_tiny_pair(default_ctx):
+    """The tiny default's Table 1 pair (tp760m_*) fills the heat map's uniform and cosine 1.5/0.5."""
+    import matplotlib.pyplot as plt
+
+    fig = FG.FIGURES["tapered_table1_heatmap"][0](default_ctx)
+    ours = fig.axes[1]
+    cosine = FG.SCHEDULES.index("cosine"), FG.RATIOS.index("1p5_0p5")
+    cell = next(t.get_text() for t in ours.texts if t.get_position() == (cosine[1], cosine[0]))
+    indist = final_val(default_ctx, "tp760m_cosine_1p5_0p5")[HELDOUT_SPLIT]["ppl"]
+    assert cell == f"{indist:.2f}"
+    assert "pending" not in ours.get_title() and "not configured" not in ours.get_title()
+    plt.close(fig)
+
+
+def test_lws_tiny_params_cell_is_scaled(default_ctx, tmp_path):
+    assert rows(default_ctx, "lws_table3", tmp_path)["lws_baseline_12l"]["params_status"] == "scaled"
+
+
+def test_table12_rows_are_the_mixers_of_the_tiny_pair(default_ctx, tmp_path):
+    got = rows(default_ctx, "hourglass_table12", tmp_path)
+    assert set(got) == {"decode906m_mha", "decode906m_gqa", "decode906m_mla"}  # no empty run rows
+    conv, hg = default_ctx.decode_pairs["tiny"]
+    kv = 1 - default_ctx.acc(hg)["kv_bytes_per_token"] / default_ctx.acc(conv)["kv_bytes_per_token"]
+    for r in got.values():
+        assert float(r["kv_reduction_ours_value"]) == pytest.approx(kv)
+        assert "MISMATCH" not in {r["g_status"], r["kv_reduction_status"]}
+
+
+def test_table6_maps_the_tiny_set_names_and_table7_averages_its_own_tasks(tmp_path):
+    from test_results_fixtures import fake_downstream, fake_ppl, write
+
+    exp = load_experiment(ROOT / "configs" / "default.yaml")
+    ppl = fake_ppl("hg906m_conv")
+    ppl["sets"] = {tiny: ppl["sets"][full] for tiny, full in zip(
+        ("default_web", "default_code", "default_sci", "default_wiki"),
+        ("dolma_common-crawl", "dolma_stack", "m2d2_s2orc", "wikitext_103"))}
+    write(tmp_path / "r" / "runs" / "hg906m_conv" / "ppl.json", ppl)
+    write(tmp_path / "r" / "runs" / "hg906m_conv" / "downstream.json", fake_downstream("hg906m_conv"))
+    heldout = {"metrics": {"heldout_mc": 0.3, "heldout_ce": 2.0}, "Avg Acc": 0.3, "Avg PPL": 2.0}
+    write(tmp_path / "r" / "runs" / "hg906m_hg" / "downstream.json", heldout)
+    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    t6 = rows(ctx, "hourglass_table6", tmp_path / "t6")["hg906m_conv"]
+    assert float(t6["loss_dolma_stack_ours_value"]) == pytest.approx(ppl["sets"]["default_code"]["loss"])
+    assert float(t6["ppl_wikitext_ours_value"]) == pytest.approx(ppl["sets"]["default_wiki"]["ppl"])
+    t7 = rows(ctx, "hourglass_table7", tmp_path / "t7")
+    tasks = fake_downstream("hg906m_conv")["metrics"]
+    five = ("arc_easy", "hellaswag", "piqa", "sciq", "commonsense_qa")
+    assert float(t7["hg906m_conv"]["avg_acc_ours_value"]) == pytest.approx(sum(tasks[t] for t in five) / 5)
+    assert t7["hg906m_hg"]["avg_acc_ours_value"] == "" and t7["hg906m_hg"]["avg_ppl_ours_value"] == ""

@@ -137,10 +137,17 @@ def test_the_workflow_plans_one_training_per_seed_and_reuses_the_first(tmp_path)
 
 
 def _fake_results(exp, results: Path, work: Path, ppls: dict[str, float]) -> None:
+    """ppl.json and the final in-distribution evaluation (metrics.jsonl, LWS Table 3's PPL)."""
+    from shapelm.config import run_recipe
+
     for run, value in ppls.items():
         data = fake_ppl(run)
         data["aggregate"]["val_ppl"] = value
         write(results / "runs" / run / "ppl.json", data)
+        steps = run_recipe(exp.run(run)).total_steps
+        final = {"kind": "val", "step": steps, "train_heldout": {"loss": math.log(value), "ppl": value}}
+        (work / "runs" / run).mkdir(parents=True, exist_ok=True)
+        (work / "runs" / run / "metrics.jsonl").write_text(json.dumps(final) + "\n")
 
 
 def test_a_seeded_row_shows_mean_std_and_n(tmp_path):

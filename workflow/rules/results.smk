@@ -6,7 +6,8 @@ from shapelm.results import artifacts as result_artifacts
 
 def run_outputs(run):
     outs = [model_file(run), f"{RESULTS}/runs/{run}/ppl.json"]
-    if EXP.run(run)["eval"].get("tasks", ["olmo"]):  # `eval: {tasks: []}`: no downstream tasks
+    # `eval: {tasks: []}`: a run without downstream tasks (LWS)
+    if EXP.run(run)["eval"].get("tasks", ["olmo"]):
         outs.append(f"{RESULTS}/runs/{run}/downstream.json")
     if run in LONGCTX_RUNS:
         outs += [

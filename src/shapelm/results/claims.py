@@ -121,6 +121,8 @@ def _printed(table: str, run: str, col: str):
 
 
 def _status(c: Claim) -> str:
+    if c.kind == "verdict":  # the claims ledger decides its own status
+        return c.status or F.PENDING
     if c.ours is None:
         return F.PENDING
     if c.kind == "computed":
@@ -246,6 +248,7 @@ def derived_claims(ctx: Context) -> list[Claim]:
               crown / b18 - 1 if crown and b18 else None, "pct"))
 
     claims += lws_throughput_claims(ctx)
+    claims += claims_ledger(ctx)
     for cl in claims:
         cl.status = _status(cl)
     return claims
@@ -297,6 +300,163 @@ def indist_ppl(ctx: Context):
     from shapelm.results.tables import indist_mean
 
     return lambda run: indist_mean(ctx, run)
+
+
+HOLDS, FAILS = "holds", "does not hold"
+
+
+def verdict(id: str, claim: str, source: str, paper: str, checks: Sequence[bool | None],
+            need: float = 1.0, note: str = "") -> Claim:
+    """A ledger entry: `checks` holds one comparison per pair/ratio/length the claim covers (None:
+    not measured yet). It holds when at least `need` of the measured comparisons do; pending
+    until one is measured. `ours` is how many hold."""
+    done = [bool(c) for c in checks if c is not None]
+    tally = (f"{sum(done)} of {len(done)} measured comparisons hold ({len(checks)} in all)" if done
+             else f"none of {len(checks)} comparisons measured yet")
+    status = F.PENDING if not done else (HOLDS if sum(done) >= need * len(done) else FAILS)
+    return Claim(id, claim, source, paper, None, float(sum(done)) if done else None, "g", kind="verdict",
+                 note=f"{tally}. {note}".strip(), status=status)
+
+
+def _less(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a < b
+
+
+def claims_ledger(ctx: Context) -> list[Claim]:
+    """Every checkable claim of the three papers, with holds / does not hold / pending computed
+    from whatever runs exist (through the tables' own readers: in-distribution PPL for Tapered
+    Table 1 and LWS Table 3, the Avg of Tapered Table 2, ...)."""
+    from shapelm.results.tables import build_table
+
+    built: dict = {}
+
+    def ours(table: str, row: str, col: str) -> float | None:
+        if table not in built:
+            built[table] = build_table(ctx, table)
+        cell = built[table].cells.get((row, col))
+        return cell.ours if cell else None
+
+    out: list[Claim] = []
+    # ---- Tapered (seed 002): Table 2, every backbone x scale pair, cosine 1.5/0.5 vs uniform
+    pairs = [(n, n.replace("_uniform", "_cosine_1p5_0p5")) for n in ctx.runs_for_table("tapered_table2")
+             if n.endswith("_uniform") and n.replace("_uniform", "_cosine_1p5_0p5") in ctx.exp.runs]
+    t2 = "tapered_table2"
+    out.append(verdict("tapered_avg_acc_8of8", "Tapered Table 2: tapering raises Avg accuracy in every pair",
+                       "Section 3.3 ('8/8')", "8/8",
+                       [_less(ours(t2, u, "avg_acc"), ours(t2, t, "avg_acc")) for u, t in pairs]))
+    out.append(verdict("tapered_lambada_8of8", "Tapered Table 2: tapering lowers LAMBADA PPL in every pair",
+                       "Section 3.3 ('8/8')", "8/8",
+                       [_less(ours(t2, t, "lambada_ppl"), ours(t2, u, "lambada_ppl")) for u, t in pairs]))
+    out.append(verdict("tapered_wikitext_7of8", "Tapered Table 2: tapering lowers WikiText PPL in 7 of 8 pairs",
+                       "Section 3.3 ('7/8')", "7/8",
+                       [_less(ours(t2, t, "wikitext_ppl"), ours(t2, u, "wikitext_ppl")) for u, t in pairs],
+                       need=7 / 8))
+    ratios = ["1p25_0p75", "1p375_0p625", "1p5_0p5", "1p625_0p375", "1p75_0p25"]
+    t1 = "tapered_table1"
+
+    def t1_ppl(schedule: str, r: str) -> float | None:
+        return ours(t1, f"tp440m_{schedule}_{r}", "val_ppl")
+
+    order = []
+    for r in ratios:
+        c, li, sg = t1_ppl("cosine", r), t1_ppl("linear", r), t1_ppl("sigmoid", r)
+        order.append(None if None in (c, li, sg) else c < li < sg)
+    out.append(verdict("tapered_schedule_order", "Tapered Table 1: cosine < linear < sigmoid PPL at every ratio",
+                       "Section 3.2", "every ratio", order))
+    cos = [t1_ppl("cosine", r) for r in ratios]
+    out.append(verdict("tapered_cosine_u_shape", "Tapered Table 1: cosine PPL is U-shaped over the ratios, "
+                       "lowest at 1.5/0.5 and rising on either side", "Section 3.2 ('a clean U-shape')", "U-shape",
+                       [_less(cos[1], cos[0]), _less(cos[2], cos[1]), _less(cos[2], cos[3]), _less(cos[3], cos[4])]))
+    # ---- Hourglass (seed 000)
+    t = "hourglass_table1"
+    hg_rows = [n for n in ctx.runs_for_table(t) if ctx.acc(n)["kind"] == "hourglass"]
+    out.append(verdict("hourglass_table1_lower", "Hourglass Table 1: every hourglass K row has lower Val Loss and "
+                       "Val PPL than the conventional 113M", "Section 4.2 ('consistently achieves lower')",
+                       "every row", [_less(ours(t, h, c), ours(t, "hg113m_conv", c))
+                                     for h in hg_rows for c in ("val_loss", "val_ppl")]))
+    t = "hourglass_table5"
+    std = ours(t, "hg403m_conv", "flops")
+    out.append(verdict("hourglass_table5_ratio4_cheapest", "Hourglass Table 5: the standard d_h/d_model = 4 has the "
+                       "lowest training FLOPs among the 403M FFN-ratio variants", "Appendix A.2", "lowest",
+                       [_less(std, ours(t, r, "flops")) for r in ("hg403m_conv_r3", "hg403m_conv_r2",
+                                                                  "hg403m_conv_r1p5")]))
+    t = "hourglass_table2"
+    out.append(verdict("hourglass_table2_fewer_flops", "Hourglass Table 2: the hourglass trains with fewer FLOPs "
+                       "than its conventional pair at every scale", "Section 4.5 ('modestly fewer training FLOPs')",
+                       "every scale", [_less(ours(t, f"hg{s}_hg", "train_flops"), ours(t, f"hg{s}_conv", "train_flops"))
+                                       for s in ("906m", "3b", "8b") if ctx.has_run(f"hg{s}_hg")]))
+    t = "hourglass_fig3_906m_sweep"
+    base = next((n for n in ctx.runs_for_table(t) if ctx.acc(n)["kind"] == "conventional"), None)
+    out.append(verdict("hourglass_fig3_r0p6_beat_baseline", "Hourglass Figure 3: the (0.6, 12) and (0.6, 16) points "
+                       "below the conventional 906M Val PPL", "Section 4.4 ('exceed the baseline by 0.5%')",
+                       "0.5% better", [_less(ours(t, r, "val_ppl"), ours(t, base, "val_ppl")) if base else None
+                                       for r in ("hg906m_sweep_r0p6_l12", "hg906m_sweep_r0p6_l16")],
+                       note="The text names no metric; read as Val PPL (PAPER_NOTES)."))
+    t = "hourglass_fig2_frozen_head"
+    loss = {r: ours(t, r, "final_train_loss") for r in ("hg403m_frozen_hg", "hg403m_frozen_conv_wide",
+                                                         "hg403m_frozen_conv")}
+    out.append(verdict("hourglass_fig2_order", "Hourglass Figure 2 (frozen head): hourglass < wider conventional "
+                       "< standard conventional final loss", "Section 4.3, Figure 2 caption", "hg < wide < conv",
+                       [_less(loss["hg403m_frozen_hg"], loss["hg403m_frozen_conv_wide"]),
+                        _less(loss["hg403m_frozen_conv_wide"], loss["hg403m_frozen_conv"])]))
+    t = "hourglass_fig6_403m_sweep"
+    sweep = ctx.runs_for_table(t)
+    shared = sorted({n.rsplit("_", 1)[-1] for n in sweep if "_l12_" in n} & {n.rsplit("_", 1)[-1] for n in sweep
+                                                                               if "_l24_" in n})
+    out.append(verdict("hourglass_fig6_l12_below_l24", "Hourglass Figure 6: (K, L) = (4, 12) below (4, 24) at "
+                       "every shared ratio (Val PPL)", "Section 4.4 / Figure 6", "every ratio",
+                       [_less(ours(t, f"hg403m_sweep_l12_{r}", "val_ppl"), ours(t, f"hg403m_sweep_l24_{r}", "val_ppl"))
+                        for r in shared]))
+    t = "hourglass_longctx"
+    lc = built.setdefault(t, build_table(ctx, t))
+    by_kind = {ctx.acc(n)["kind"]: n for n in reversed(ctx.runs_for_table(t))}  # the 8B pair (tiny: its own)
+    lc_conv, lc_hg = by_kind.get("conventional", "hg8b_conv"), by_kind.get("hourglass", "hg8b_hg")
+    lc_checks = []
+    for col in lc.columns:
+        conv, hg = ours(t, lc_conv, col.name), ours(t, lc_hg, col.name)
+        if col.name.startswith("proofpile_ppl_"):
+            lc_checks.append(_less(hg, conv))
+        elif col.name.startswith("ruler_"):
+            lc_checks.append(_less(conv, hg))
+    out.append(verdict("hourglass_longctx_every_length", "Hourglass 8B after YaRN: lower Proof-pile PPL and higher "
+                       "RULER than the conventional 8B at every length", "Section 4.6", "every length", lc_checks))
+    # ---- LWS (seed 003, via the review): Table 3 on the in-distribution split
+    t = "lws_table3"
+    variants = [f"lws_{v}_18l" for v in ("vanilla", "framed", "reverse", "crown")]
+    v18 = {v: ours(t, v, "val_ppl") for v in variants}
+    b18, b12 = ours(t, "lws_baseline_18l", "val_ppl"), ours(t, "lws_baseline_12l", "val_ppl")
+    out.append(verdict("lws_variants_beat_baseline18", "LWS: every 18L variant below the 18L isotropic baseline",
+                       "Review summary ('all 18-layer LWS variants outperform')", "4/4",
+                       [_less(v18[v], b18) for v in variants]))
+    measured = sorted(x for x in v18.values() if x is not None)
+    spread3 = (measured[2] - measured[0]) / measured[0] if len(measured) == 4 else None
+    out.append(verdict("lws_best_three_within_0p04", "LWS: the best three 18L variants within 0.04 PPL "
+                       "(0.04 / 5.057 = 0.79% of the best, relative)", "Review ('cluster within 0.04')", "0.04",
+                       [None if spread3 is None else spread3 <= 0.04 / 5.057],
+                       note="" if spread3 is None else f"best three span {spread3:.2%} of the best."))
+    out.append(verdict("lws_baseline12_best", "LWS: the 12L isotropic baseline below every 18L variant and the 12L "
+                       "vanilla", "Review ('the 12-layer uniform baseline remains best')", "best",
+                       [_less(b12, ours(t, v, "val_ppl")) for v in [*variants, "lws_vanilla_12l"]]))
+    out.append(verdict("lws_no_2x_data_efficiency", "LWS: vanilla LWS does not reach its isotropic baseline's final "
+                       "PPL in half the tokens (no 2x data efficiency)", "Review summary", "no 2x",
+                       [_no_2x(ctx, v, b) for v, b in (("lws_vanilla_18l", "lws_baseline_18l"),
+                                                       ("lws_vanilla_12l", "lws_baseline_12l"))]))
+    return out
+
+
+def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:
+    """True when `variant`'s in-distribution curve first reaches `baseline`'s final PPL after
+    half the training tokens (or never): no 2x data efficiency."""
+    from shapelm.results.tables import indist_mean
+
+    if not (ctx.has_run(variant) and ctx.has_run(baseline)):
+        return None
+    target, curve = indist_mean(ctx, baseline), ctx.val_curve(variant)
+    if target is None or not curve or indist_mean(ctx, variant) is None:
+        return None
+    half = ctx.acc(variant)["total_tokens"] / 2
+    reached = [tok for tok, ppl in zip(*curve) if ppl <= target]
+    return not reached or reached[0] > half
 
 
 def _has_row(row: str) -> bool:

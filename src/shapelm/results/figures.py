@@ -389,6 +389,16 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
     fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
     ours = {1: _indist_ppl, 2: _sets_ppl}  # the paper's quantity first, the held-out sets beside it
+    # Our cells from the runs that list Table 1, by their schedule and ratio (the tiny default's
+    # pair has other names than the paper's tp440m_*).
+    by_cell = {"uniform": "tp440m_uniform"}
+    for name in ctx.runs_for_table("tapered_table1"):
+        arch = ctx.exp.runs[name]["arch"]
+        if arch.get("kind") == "tapered" and arch.get("schedule") in SCHEDULES:
+            ratio = f"{arch['start']:g}_{arch['end']:g}".replace(".", "p")
+            by_cell.setdefault((arch["schedule"], ratio), name)
+        elif arch.get("kind") == "conventional":
+            by_cell["uniform"] = name
     for k, (ax, who) in enumerate(zip(axes, ("paper (prose; 11 of 15 cells missing)",
                                              "ours, in-distribution split", "ours, held-out sets"))):
         grid: list[list[float]] = []
@@ -398,6 +408,8 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
             for r in RATIOS:
                 run = f"tp440m_{s}_{r}"
                 v = None
+                if k > 0:
+                    run = by_cell.get((s, r), run)
                 if k == 0:
                     try:
                         v = R.printed("tapered_table1", run, "val_ppl").value
@@ -423,8 +435,8 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
         ax.set_yticks(range(len(SCHEDULES)))
         ax.set_yticklabels(SCHEDULES)
         ax.set_xlabel("d_ff start/end multiplier (first layer / last layer)")
-        base = uniform_p if k == 0 else ours[k](ctx, "tp440m_uniform")
-        missing = "not configured" if k > 0 and not ctx.has_run("tp440m_uniform") else "pending"
+        base = uniform_p if k == 0 else ours[k](ctx, by_cell["uniform"])
+        missing = "not configured" if k > 0 and not ctx.has_run(by_cell["uniform"]) else "pending"
         ax.set_title(f"{who}: validation PPL (uniform: {base:.2f})" if base else f"{who}: validation PPL "
                      f"(uniform: {missing})", fontsize=9)
         if finite:

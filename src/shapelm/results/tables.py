@@ -157,11 +157,13 @@ def ppl_get(attr: str) -> Getter:
     return get
 
 
+# Table 6's four sets by the names a run's ppl.json may use; the last of each is the tiny
+# default's stand-in for it (web, code, science, wiki text of the embedded corpus).
 SET_NAMES = {
-    "dolma_cc": ("dolma_common-crawl", "dolma_cc", "common-crawl", "common_crawl", "c4"),
-    "dolma_stack": ("dolma_stack", "the_stack", "stack"),
-    "m2d2": ("m2d2_s2orc", "m2d2"),
-    "wikitext": ("wikitext_103", "wikitext"),
+    "dolma_cc": ("dolma_common-crawl", "dolma_cc", "common-crawl", "common_crawl", "c4", "default_web"),
+    "dolma_stack": ("dolma_stack", "the_stack", "stack", "default_code"),
+    "m2d2": ("m2d2_s2orc", "m2d2", "default_sci"),
+    "wikitext": ("wikitext_103", "wikitext", "default_wiki"),
 }
 
 
@@ -466,10 +468,11 @@ def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
             if paper_shape:
                 break
     arch = ctx.exp.runs[run]["arch"]
-    return any(
-        key in paper_shape and key in arch and paper_shape[key] != arch[key]
-        for key in ("n_layers", "vocab_size")
-    )
+    if any(key in paper_shape and key in arch and paper_shape[key] != arch[key] for key in ("n_layers", "vocab_size")):
+        return True
+    # Some paper shapes name the vocabulary `vocab` (LWS); the run's is in its resolved model.
+    vocab = paper_shape.get("vocab_size", paper_shape.get("vocab"))
+    return vocab is not None and vocab != ctx.exp.runs[run]["model"]["vocab_size"]
 
 
 def over_seeds(ctx: Context, row: RowRef, col: Col) -> Spread | None:
@@ -482,7 +485,8 @@ def over_seeds(ctx: Context, row: RowRef, col: Col) -> Spread | None:
 
 def fill_cells(ctx: Context, table: Table) -> None:
     for row in table.rows:
-        scaled = is_scaled_down(ctx, table.name, row.id)
+        # A row that is not a run itself (Table 12's mixers) is scaled when the run behind it is.
+        scaled = is_scaled_down(ctx, table.name, row.id if ctx.has_run(row.id) else (row.run or row.id))
         planned = len(ctx.instances(row.run))
         for col in table.columns:
             text, p = paper_number(table.name, row, col)
@@ -540,11 +544,19 @@ def _scale_of(row_id: str) -> str:
 
 
 def _t12(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
-    rows = paper_rows(ctx, name)
+    """One row per mixer, each read from the decode pair of its scale, or (the tiny default, whose
+    pair has another scale) from the pair whose runs list this table; those runs are not rows of
+    their own. Beside the paper's lengths, the speedup at every length the benchmark measured."""
+    listed = set(ctx.runs_for_table(name))
+    table_pair = next((s for s, pair in ctx.decode_pairs.items() if set(pair) <= listed), None)
+    pair_runs = set(ctx.decode_pairs.get(table_pair, ()))
+    rows = [r for r in paper_rows(ctx, name) if r.in_paper or r.run not in pair_runs]
     for r in rows:
         if r.in_paper:
-            r.meta["scale"] = _scale_of(r.id)
+            scale = _scale_of(r.id)
+            r.meta["scale"] = scale if scale in ctx.decode_pairs or not table_pair else table_pair
             r.meta["mixer"] = r.id.rsplit("_", 1)[-1]
+            r.run = (ctx.decode_pairs.get(r.meta["scale"]) or (None,))[0]  # the pair's conventional run
 
     def pair_acc(ctx: Context, row: RowRef):
         pair = ctx.decode_pairs.get(row.meta.get("scale", ""))
@@ -575,6 +587,9 @@ def _t12(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
             Col("speedup_64k", "decode speedup 64k", "metric", speedup(65536), "x"),
             Col("speedup_128k", "decode speedup 128k", "metric", speedup(131072), "x"),
             Col("kv_reduction", "KV-cache reduction (1 - M_hg/M_conv)", "shape", kv, "pct_plain")]
+    measured = sorted({int(r["length"]) for r in ctx.decode_rows} - {32768, 65536, 131072})
+    cols += [_ours_only(f"speedup_{F.length_label(L)}", f"decode speedup {F.length_label(L)} (measured)", "metric",
+                        speedup(L), "x") for L in measured]
     return cols, rows
 
 
@@ -818,13 +833,30 @@ def _fig6(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     return cols, rows
 
 
+def tasks_mean(tasks: list[str]) -> Getter:
+    """The mean of a table's own task columns (None until every one is measured): an average
+    column that agrees with the columns beside it."""
+    def get(ctx: Context, row: RowRef) -> float | None:
+        vals = [task_get(t)(ctx, row) for t in tasks]
+        return sum(vals) / len(vals) if all(v is not None for v in vals) else None
+    return get
+
+
+def _t7(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
+    """Table 7's averages over its own five accuracy and two PPL tasks (the tiny default's
+    held-out tasks are not among them, so there its averages stay pending with the columns)."""
+    cols, rows = _standard_table(ctx, name)
+    for c in cols:
+        if c.name == "avg_acc":
+            c.get = tasks_mean(["arc_easy", "hellaswag", "piqa", "sciq", "commonsense_qa"])
+        if c.name == "avg_ppl":
+            c.get = tasks_mean(["trivia_qa", "natural_qs"])
+    return cols, rows
+
+
 def _tapered2(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     cols, rows = _standard_table(ctx, name)
-    acc_tasks = ["lambada_acc", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "siqa", "boolq"]
-
-    def avg(ctx: Context, row: RowRef) -> float | None:
-        vals = [task_get(t)(ctx, row) for t in acc_tasks]
-        return sum(vals) / len(vals) if all(v is not None for v in vals) else None
+    avg = tasks_mean(["lambada_acc", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "siqa", "boolq"])
 
     lam = Col("lambada_ppl", "LAMBADA ppl", "metric", task_get("lambada_ppl"), "f2",
               stderr=task_stderr("lambada_ppl"))
@@ -1004,6 +1036,7 @@ SPECIAL: dict[str, Callable[[Context, str], tuple[list[Col], list[RowRef]]]] = {
     "hourglass_fig6_403m_sweep": _fig6,
     "hourglass_longctx": _longctx,
     "tapered_table2": _tapered2,
+    "hourglass_table7": _t7,
     "lws_table3": _lws,
     "lws_throughput": _throughput,
     "throughput": _throughput,
