@@ -204,6 +204,8 @@ class Titans(nn.Module):
         d, eps = config.hidden_size, config.rms_norm_eps
         self.head_dim = shape["head_dim"]
         self.variant = layer.get("titans_variant", "mag")
+        if self.variant not in ("mag", "mal"):
+            raise ValueError(f"this remote code does not implement Titans variant {self.variant!r}")
         self.memory = NeuralMemory(d, shape["n_heads"], shape["head_dim"],
                                    layer.get("memory_hidden", 2 * shape["head_dim"]), layer.get("memory_chunk", 64))
         self.attn = Attention(config, shape, window=layer.get("window", 512),

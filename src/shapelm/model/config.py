@@ -28,11 +28,12 @@ MIXERS = ("attention", "gated_attention", "titans", "hope_attention", "none")
 #: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
 GATES = ("elementwise", "headwise")
 #: Titans layer fields and their defaults (memory_hidden's None: 2 x the attention's head_dim).
-#: The variant: "mag" (memory as a gate, Titans Section 4.2) or "mal" (memory as a layer, 4.3);
+#: The variant: "mac" (memory as context, Titans Section 4.1), "mag" (memory as a gate, 4.2) or
+#: "mal" (memory as a layer, 4.3);
 #: persistent_tokens: learned input-independent tokens every query attends to (Section 3.3).
 TITANS_DEFAULTS = {"titans_variant": "mag", "memory_hidden": None, "memory_chunk": 64, "window": 512,
                    "persistent_tokens": 4}
-TITANS_VARIANTS = ("mag", "mal")
+TITANS_VARIANTS = ("mac", "mag", "mal")
 #: Width of Titans' causal depthwise convolution after the memory's q, k and v projections
 #: (Titans Section 4.4, "Convolution", following Mamba-2 and gated DeltaNet, which use 4).
 TITANS_CONV_KERNEL = 4
