@@ -206,7 +206,7 @@ def test_configs_defaults_and_errors():
     cfg = build_model_config({**arch, "mixer": "titans"})
     layer = cfg.layers[0]
     assert (layer.mixer, layer.memory_hidden, layer.memory_chunk, layer.window) == ("titans", 16, 64, 512)
-    assert (layer.titans_variant, layer.persistent_tokens) == ("mag", 4)
+    assert (layer.titans_variant, layer.persistent_tokens) == ("mac", 4)
     mal = build_model_config({**arch, "mixer": "titans", "titans_variant": "mal"})
     assert mal.layers[0].titans_variant == "mal" and mal.fingerprint() != cfg.fingerprint()
     with pytest.raises(ConfigError, match=r"arch\.titans_variant must be one of \['mac', 'mag', 'mal'\], got 'lmm'"):
@@ -261,7 +261,7 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
             assert "tapered_table2" in titans["tables"] and titans["train"] == plain["train"]
             cfg = ModelConfig.from_dict(titans["model"])
             assert {(layer.mixer, layer.titans_variant, layer.memory_chunk, layer.window)
-                    for layer in cfg.layers} == {("titans", "mag", 64, 512)}
+                    for layer in cfg.layers} == {("titans", "mac", 64, 512)}
             pair[variant] = (param_counts(cfg).total, flops_per_token(cfg, 4096).train)
         (p_uniform, f_uniform), (p_tapered, f_tapered) = pair["uniform"], pair["cosine_1p5_0p5"]
         assert p_tapered == pytest.approx(p_uniform, rel=1e-3) and f_tapered == pytest.approx(f_uniform, rel=1e-3)
@@ -269,12 +269,14 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
     assert {"tp760m_titans_uniform", "tp760m_titans_cosine_1p5_0p5"} <= set(tiny.runs)
 
 
-def test_remote_code_export_matches(tmp_path):
+@pytest.mark.parametrize("variant", ["mac", "mag", "mal"])
+def test_remote_code_export_matches(tmp_path, variant):
     """HF export with trust_remote_code: the self-contained memory and windowed attention give
     shapelm's logits; right padding is accepted, left padding (the memory would learn it) refused."""
     from test_parity_hf import _export_and_load, cfg, ids, randomized
 
-    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12}
+    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12,
+             "titans_variant": variant}
     model = randomized(cfg(layers=[layer, {"attention": None, "ffn_widths": [16]}, layer]))
     with torch.no_grad():
         for m in model.modules():
@@ -321,7 +323,7 @@ def test_ragged_greedy_generation_decodes_each_prompt_as_the_full_forward_would(
 
     torch.manual_seed(3)
     if mixer == "titans":
-        cfg = titans_cfg()
+        cfg = titans_cfg(titans_variant="mac")
     else:
         layer = {"attention": ATTN, "ffn_widths": [24, 24], "mixer": "hope_attention", "cms_chunks": [2, 4]}
         cfg = ModelConfig(vocab_size=V, d_model=32, max_seq_len=64, layers=[layer, layer])

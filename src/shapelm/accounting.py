@@ -158,12 +158,12 @@ def recurrent_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int:
 
 def titans_state_elements(layer: LayerShape) -> int:
     """One titans layer's decoding state per sequence: the memory's W0, W, S and convolution
-    inputs; MAC adds the open segment's keys and values (retrieved and input tokens, a chunk
-    each) and its retrieval query's convolution inputs."""
+    inputs; MAC adds the open segment's retrieved tokens' keys and values (a chunk of each; the
+    input tokens' keys are in the KV cache) and its retrieval query's convolution inputs."""
     a = layer.attention
     n = 3 * 2 * layer.memory_hidden * a.d_attn + (TITANS_CONV_KERNEL - 1) * 3 * a.d_attn
     if layer.titans_variant == "mac":
-        n += 4 * layer.memory_chunk * a.kv_width + (TITANS_CONV_KERNEL - 1) * a.d_attn
+        n += 2 * layer.memory_chunk * a.kv_width + (TITANS_CONV_KERNEL - 1) * a.d_attn
     return n
 
 

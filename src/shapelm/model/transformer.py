@@ -174,18 +174,17 @@ class Attention(nn.Module):
 
 @dataclasses.dataclass
 class SegmentState:
-    """MAC's per-sequence state beside the memory's: the open segment's keys and values of the
-    retrieved tokens h and of the input tokens x ([B, H_kv, chunk, hd] each, filled up to the
-    memory's position in the chunk) and the retrieval query's convolution tail."""
+    """MAC's per-sequence state beside the memory's and the KV cache's (which holds the input
+    tokens' keys): the open segment's keys and values of the retrieved tokens h ([B, H_kv, chunk,
+    hd] each, filled up to the memory's position in the chunk) and the retrieval query's
+    convolution tail."""
 
     k_h: torch.Tensor
     v_h: torch.Tensor
-    k_x: torch.Tensor
-    v_x: torch.Tensor
     conv_q: torch.Tensor
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.k_h, self.v_h, self.k_x, self.v_x, self.conv_q))
+        return sum(t.numel() * t.element_size() for t in (self.k_h, self.v_h, self.conv_q))
 
 
 class _LocalState:
@@ -233,7 +232,8 @@ class Titans(nn.Module):
         y = attention over [persistent tokens, h, segment], where token i sees h_j and x_j for
         j <= i of its segment only (a causal LM must not read the retrievals of later tokens,
         which the paper's equations leave open); the memory then learns from y and is read at y,
-        o = Norm(y) * sigmoid(Norm(M(y))). The KV cache is not used: keys live one segment."""
+        o = Norm(y) * sigmoid(Norm(M(y))). The input tokens' keys go through the KV cache (a
+        segment's are its last ones), the retrieved tokens' live in the segment state."""
         mem, attn, s = self.memory, self.attn, self.shape
         b, t, _ = x.shape
         cache = kv_cache if kv_cache is not None else _LocalState()
@@ -242,7 +242,7 @@ class Titans(nn.Module):
         if seg is None:
             buf = x.new_zeros(b, s.n_kv_heads, mem.chunk, s.head_dim)
             tail = torch.zeros(b, TITANS_CONV_KERNEL - 1, s.d_attn, device=x.device)
-            seg = SegmentState(buf, buf.clone(), buf.clone(), buf.clone(), tail)
+            seg = SegmentState(buf, buf.clone(), tail)
         outs, pos = [], 0
         while pos < t:
             state = cache.state.get(idx)
@@ -254,10 +254,12 @@ class Titans(nn.Module):
             q, k_x, v_x = attn.project(xs, cs, sn)
             _, k_h, v_h = attn.project(h, cs, sn)
             end = offset + n
-            for buf, new in ((seg.k_h, k_h), (seg.v_h, v_h), (seg.k_x, k_x), (seg.v_x, v_x)):
-                buf[:, :, offset:end] = new.to(buf.dtype)
-            keys = torch.cat([seg.k_h[:, :, :end], seg.k_x[:, :, :end]], 2)
-            values = torch.cat([seg.v_h[:, :, :end], seg.v_x[:, :, :end]], 2)
+            seg.k_h[:, :, offset:end], seg.v_h[:, :, offset:end] = k_h.to(seg.k_h.dtype), v_h.to(seg.v_h.dtype)
+            if kv_cache is not None:  # the segment's input keys so far: the cache's last `end`
+                k_x, v_x = kv_cache.update(idx, k_x, v_x)
+                k_x, v_x = k_x[:, :, k_x.shape[2] - end:], v_x[:, :, v_x.shape[2] - end:]
+            keys = torch.cat([seg.k_h[:, :, :end], k_x], 2)
+            values = torch.cat([seg.v_h[:, :, :end], v_x], 2)
             causal = torch.arange(offset, end, device=x.device)[:, None] >= torch.arange(end, device=x.device)
             mask = torch.cat([causal, causal], -1)
             if attn.persistent is not None:
