@@ -1,9 +1,9 @@
 """Which Hope-attention in-context step `cms_lr` trains stably at the Tapered paper's learning rate.
 
-A small Hope-attention model (d_model 128, 4 layers, CMS levels with chunks 16 and 64 as in
+A small Hope-attention model (d_model 64, 4 layers, CMS levels with chunks 16 and 64 as in
 configs/paper.yaml) trains for a few hundred steps on CPU with the paper's optimiser (AdamW, peak
 lr 4e-4, betas 0.9/0.95, weight decay 0.1, grad clip 1.0, cosine to 0.1 x peak after a warmup),
-once per `cms_lr`, on the same batches (bytes of the default corpus' Python standard-library
+once per `cms_lr`, on the same batches (next-byte prediction on the default corpus' Python standard-library
 text, so nothing is downloaded or tokenised). Prints, per cms_lr, the mean training loss over
 the first and last 20 steps, the largest gradient norm and whether any loss was not finite.
 
@@ -11,7 +11,7 @@ The in-context step is cms_lr / d_model on RMS-normalised keys (shapelm.model.ho
 stability does not depend on the width; the outer learning rate is the paper's.
 
     python benchmarks/hope_cms_lr.py                          # cms_lr 1.0, 0.3, 0.1; ~3 min each
-    python benchmarks/hope_cms_lr.py --cms-lr 1.0 0.1 --lr 3e-3           # the tiny default.s outer rate
+    python benchmarks/hope_cms_lr.py --cms-lr 1.0 0.1 --lr 3e-3           # the tiny default's outer rate
 """
 
 from __future__ import annotations
