@@ -151,13 +151,22 @@ class Attention(nn.Module):
         """q [B, H, S, hd], k, v [B, H_kv, S, hd]: projected, QK-normed, rotated."""
         batch, seq, _ = x.shape
         s = self.shape
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = self.q_proj(x)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+            q = self.q_norm(q)
         q = q.view(batch, seq, s.n_heads, s.head_dim).transpose(1, 2)
+        return (apply_rope(q, cos, sin), *self.project_kv(x, cos, sin))
+
+    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """k, v [B, H_kv, S, hd]: projected, k normed and rotated."""
+        batch, seq, _ = x.shape
+        s = self.shape
+        k, v = self.k_proj(x), self.v_proj(x)
+        if self.k_norm is not None:
+            k = self.k_norm(k)
         k = k.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
         v = v.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        return apply_rope(k, cos, sin), v
 
     def _with_persistent(self, k, v, mask):
         """Keys, values and mask with the persistent tokens' in front, visible to every query."""
@@ -252,7 +261,7 @@ class Titans(nn.Module):
             q_m, seg.conv_q = mem.query(xs, seg.conv_q)
             h = mem.output(xs, mem.retrieve(state, q_m))  # [B, n, d]
             q, k_x, v_x = attn.project(xs, cs, sn)
-            _, k_h, v_h = attn.project(h, cs, sn)
+            k_h, v_h = attn.project_kv(h, cs, sn)
             end = offset + n
             seg.k_h[:, :, offset:end], seg.v_h[:, :, offset:end] = k_h.to(seg.k_h.dtype), v_h.to(seg.v_h.dtype)
             if kv_cache is not None:  # the segment's input keys so far: the cache's last `end`
