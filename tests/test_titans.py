@@ -124,7 +124,7 @@ def test_chunk_parallel_equals_token_by_token(chunk):
         torch.testing.assert_close(torch.cat(parts, 1), got, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["mag", "mal"])
+@pytest.mark.parametrize("variant", ["mac", "mag", "mal"])
 def test_cached_generation_equals_full_forward(variant):
     torch.manual_seed(1)
     model = build_model(titans_cfg(titans_variant=variant)).eval()
@@ -135,9 +135,11 @@ def test_cached_generation_equals_full_forward(variant):
         steps = [model(ids[:, :7], kv_cache=cache).logits]
         steps += [model(ids[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(7, 15)]
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
-    assert set(cache.state) == {0, 1}
-    state = cache.state[0]
-    assert state.offset == 15 % 4 and state.nbytes() * model.config.n_layers == 2 * recurrent_state_bytes(model.config)
+    assert {key for key in cache.state if isinstance(key, int)} == {0, 1}
+    state, segment = cache.state[0], cache.state.get((0, "segment"))  # MAC: the open segment's keys
+    assert (segment is not None) == (variant == "mac")
+    nbytes = state.nbytes() + (segment.nbytes() if segment is not None else 0)
+    assert state.offset == 15 % 4 and nbytes * model.config.n_layers == 2 * recurrent_state_bytes(model.config)
 
 
 def test_sliding_window_limits_what_attention_sees():
@@ -155,7 +157,7 @@ def test_sliding_window_limits_what_attention_sees():
     assert not torch.allclose(out[:, :3], base[:, :3], atol=1e-3)
 
 
-@pytest.mark.parametrize("variant", ["mag", "mal"])
+@pytest.mark.parametrize("variant", ["mac", "mag", "mal"])
 def test_gradients_reach_every_parameter(variant):
     torch.manual_seed(3)
     model = build_model(titans_cfg(titans_variant=variant))
@@ -188,8 +190,11 @@ def test_accounting_matches_the_built_module():
     persistent = sum(2 * layer.persistent_tokens * (3 * layer.attention.d_attn + 3 * layer.attention.n_heads)
                      for layer in cfg.layers)
     assert extra == sum(titans_layer_flops(32, layer, 4) for layer in cfg.layers) + persistent
-    mal = titans_cfg(titans_variant="mal")
+    mal, mac = titans_cfg(titans_variant="mal"), titans_cfg(titans_variant="mac")
     assert param_counts(mal).total == build_model(mal).num_parameters() == counts.total - 2 * 32
+    assert param_counts(mac).total == build_model(mac).num_parameters() == counts.total  # MAG's parameters
+    # MAC: a query sees its segment's retrieved and input tokens up to itself, not the window
+    assert flops_per_token(mac, 64).forward_scores < flops_per_token(cfg, 64).forward_scores
     assert flops_per_token(cfg, 64).forward_scores < flops_per_token(plain, 64).forward_scores  # the window
     assert kv_cache_bytes_per_token(cfg) == kv_cache_bytes_per_token(plain)  # the static cache keeps every key
     # two layers: W0, W, S (two 16 x 8 matrices per head, 2 heads) and 3 q/k/v inputs of the convolution
@@ -202,11 +207,11 @@ def test_configs_defaults_and_errors():
     cfg = build_model_config({**arch, "mixer": "titans"})
     layer = cfg.layers[0]
     assert (layer.mixer, layer.memory_hidden, layer.memory_chunk, layer.window) == ("titans", 16, 64, 512)
-    assert (layer.titans_variant, layer.persistent_tokens) == ("mag", 4)
+    assert (layer.titans_variant, layer.persistent_tokens) == ("mac", 4)
     mal = build_model_config({**arch, "mixer": "titans", "titans_variant": "mal"})
     assert mal.layers[0].titans_variant == "mal" and mal.fingerprint() != cfg.fingerprint()
-    with pytest.raises(ConfigError, match=r"arch\.titans_variant must be one of \['mag', 'mal'\], got 'mac'"):
-        build_model_config({**arch, "mixer": "titans", "titans_variant": "mac"})
+    with pytest.raises(ConfigError, match=r"arch\.titans_variant must be one of \['mac', 'mag', 'mal'\], got 'lmm'"):
+        build_model_config({**arch, "mixer": "titans", "titans_variant": "lmm"})
     with pytest.raises(ConfigError, match=r"arch\.titans_variant applies only to mixer: titans"):
         build_model_config({**arch, "titans_variant": "mal"})
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
@@ -258,7 +263,7 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
             assert "tapered_table2" in titans["tables"] and titans["train"] == plain["train"]
             plain_cfg, cfg = ModelConfig.from_dict(plain["model"]), ModelConfig.from_dict(titans["model"])
             assert {(layer.mixer, layer.titans_variant, layer.memory_chunk, layer.window)
-                    for layer in cfg.layers} == {("titans", "mag", 64, 512)}
+                    for layer in cfg.layers} == {("titans", "mac", 64, 512)}
             assert param_counts(plain_cfg).ffn > param_counts(cfg).ffn  # the memory's parameters come out of the MLP
             assert param_counts(cfg).total == pytest.approx(param_counts(plain_cfg).total, rel=0.02)
             pair[variant] = (param_counts(cfg).total, flops_per_token(cfg, 4096).train)
@@ -268,12 +273,14 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
     assert {"tp760m_titans_uniform", "tp760m_titans_cosine_1p5_0p5"} <= set(tiny.runs)
 
 
-def test_remote_code_export_matches(tmp_path):
+@pytest.mark.parametrize("variant", ["mac", "mag", "mal"])
+def test_remote_code_export_matches(tmp_path, variant):
     """HF export with trust_remote_code: the self-contained memory and windowed attention give
     shapelm's logits; right padding is accepted, left padding (the memory would learn it) refused."""
     from test_parity_hf import _export_and_load, cfg, ids, randomized
 
-    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12}
+    layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12,
+             "titans_variant": variant}
     model = randomized(cfg(layers=[layer, {"attention": None, "ffn_widths": [16]}, layer]))
     with torch.no_grad():
         for m in model.modules():
@@ -292,7 +299,7 @@ def test_remote_code_export_matches(tmp_path):
             hf(x, attention_mask=right.flip(-1))
 
 
-@pytest.mark.parametrize("variant", ["mag", "mal"])
+@pytest.mark.parametrize("variant", ["mac", "mag", "mal"])
 def test_memory_carries_information_beyond_the_window(variant):
     """Two window-3 layers reach 4 tokens back; a token 12 back still changes the output through
     the memory, and stops doing so when the memory can no longer write."""
@@ -320,7 +327,7 @@ def test_ragged_greedy_generation_decodes_each_prompt_as_the_full_forward_would(
 
     torch.manual_seed(3)
     if mixer == "titans":
-        cfg = titans_cfg()
+        cfg = titans_cfg(titans_variant="mac")
     else:
         layer = {"attention": ATTN, "ffn_widths": [24, 24], "mixer": "hope_attention", "cms_chunks": [2, 4]}
         cfg = ModelConfig(vocab_size=V, d_model=32, max_seq_len=64, layers=[layer, layer])

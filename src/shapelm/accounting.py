@@ -75,7 +75,7 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
             norm += d + ((attn.d_attn + attn.kv_width) if cfg.qk_norm else 0)
             if layer.mixer == "titans":
                 attention += titans_memory_params(d, layer) + layer.persistent_tokens * d
-                norm += d * (2 if layer.titans_variant == "mag" else 1)  # MAG's output norms, MAL's second
+                norm += d * (1 if layer.titans_variant == "mal" else 2)  # MAL's second norm; MAG/MAC's output norms
         for width in layer.ffn_widths:
             ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
@@ -123,9 +123,17 @@ def titans_memory_flops(d_model: int, layer: LayerShape, seq_len: int) -> tuple[
 
 def titans_layer_flops(d_model: int, layer: LayerShape, seq_len: int) -> float:
     """Forward FLOPs per token a Titans layer adds to its attention's: the memory and the
-    variant's wiring (MAG: two RMSNorms and the sigmoid gate; MAL: a norm, two residual adds)."""
-    wiring = 19 * d_model if layer.titans_variant == "mag" else 11 * d_model
-    return sum(titans_memory_flops(d_model, layer, seq_len)) + wiring
+    variant's wiring (MAG and MAC: two RMSNorms and the sigmoid gate; MAL: a norm, two residual
+    adds). MAC also makes one retrieved token h per input token: its query (projection and
+    convolution of the q channels), the retrieval through the segment-start memory 4*m*hd per
+    head, its output gate and projection, and the attention's key/value projections and RoPE."""
+    a = layer.attention
+    wiring = 11 * d_model if layer.titans_variant == "mal" else 19 * d_model
+    extra = 0.0
+    if layer.titans_variant == "mac":
+        extra = (2 * d_model * a.d_attn + 2 * a.d_attn * TITANS_CONV_KERNEL + 4 * layer.memory_hidden * a.d_attn
+                 + 4 * d_model * a.d_attn + 4 * d_model * a.kv_width + 3.5 * a.kv_width)
+    return sum(titans_memory_flops(d_model, layer, seq_len)) + wiring + extra
 
 
 def attended_keys(layer: LayerShape, seq_len: int) -> float:
@@ -134,6 +142,8 @@ def attended_keys(layer: LayerShape, seq_len: int) -> float:
     tokens, which every query sees."""
     w = layer.window
     persistent = 2.0 * (layer.persistent_tokens or 0)
+    if layer.titans_variant == "mac":  # query i of a segment: h_j and x_j for j <= i of it
+        return 2.0 * (min(layer.memory_chunk, seq_len) + 1) + persistent
     if w is None or w >= seq_len:
         return float(seq_len) + persistent
     return 2.0 * w - w * w / seq_len + persistent
@@ -143,11 +153,18 @@ def recurrent_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int:
     """Per sequence, Titans' memory state carried while decoding: W0, W, S (two matrices each)
     and the q/k/v convolution's last TITANS_CONV_KERNEL - 1 inputs per titans layer (float32 by
     default: the memory is computed in float32)."""
-    return sum(
-        (3 * 2 * layer.memory_hidden * layer.attention.d_attn + (TITANS_CONV_KERNEL - 1) * 3 * layer.attention.d_attn)
-        * bytes_per_element
-        for layer in cfg.layers if layer.mixer == "titans"
-    )
+    return sum(titans_state_elements(layer) * bytes_per_element for layer in cfg.layers if layer.mixer == "titans")
+
+
+def titans_state_elements(layer: LayerShape) -> int:
+    """One titans layer's decoding state per sequence: the memory's W0, W, S and convolution
+    inputs; MAC adds the open segment's retrieved tokens' keys and values (a chunk of each; the
+    input tokens' keys are in the KV cache) and its retrieval query's convolution inputs."""
+    a = layer.attention
+    n = 3 * 2 * layer.memory_hidden * a.d_attn + (TITANS_CONV_KERNEL - 1) * 3 * a.d_attn
+    if layer.titans_variant == "mac":
+        n += 2 * layer.memory_chunk * a.kv_width + (TITANS_CONV_KERNEL - 1) * a.d_attn
+    return n
 
 
 @dataclass(frozen=True)

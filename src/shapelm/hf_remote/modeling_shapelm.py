@@ -2,7 +2,7 @@
 
 The same computation as `shapelm.model.transformer` (per-layer attention shape, K residual
 SwiGLU sub-MLPs per layer, pre or reordered RMSNorm, optional QK-norm over full q/k widths,
-RoPE with optional YaRN, gated attention, Titans MAG/MAL, Hope-attention's fast-weight CMS levels),
+RoPE with optional YaRN, gated attention, Titans (MAC, MAG, MAL), Hope-attention's fast-weight CMS levels),
 written self-contained. Parameter names are shapelm's under ``model.``, so the export is a rename.
 No KV cache: `use_cache` is off and generation recomputes the prefix (correct, slower); an
 attention mask handles right or left padding, except in Titans and Hope-attention models, whose
@@ -87,7 +87,8 @@ class Attention(nn.Module):
         if gate is not None:
             self.gate_proj = nn.Linear(d, d_attn if gate == "elementwise" else self.n_heads, bias=False)
 
-    def forward(self, x, cos, sin, mask):
+    def project(self, x, cos, sin):
+        """q, k, v [B, H, S, hd] (k, v repeated to the query heads), normed and rotated."""
         b, s, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if self.q_norm is not None:
@@ -96,26 +97,37 @@ class Attention(nn.Module):
         k = k.view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        return (q, *self.repeat_kv(k, v))
+
+    def repeat_kv(self, k, v):
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        return k, v
+
+    def persistent_kv(self, b, dtype):
+        """Titans' persistent tokens as keys and values [B, H, N_p, hd] (no position)."""
+        p = self.persistent.weight
+        pk, pv = self.k_proj(p), self.v_proj(p)
+        if self.k_norm is not None:
+            pk = self.k_norm(pk)
+        pk = pk.view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
+        pv = pv.view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
+        pk, pv = self.repeat_kv(pk, pv)
+        return pk.to(dtype), pv.to(dtype)
+
+    def forward(self, x, cos, sin, mask):
+        b, s, _ = x.shape
+        q, k, v = self.project(x, cos, sin)
         if self.window is not None:  # sliding window (Titans): 0 <= i - j < window
             rel = torch.arange(s, device=x.device)[:, None] - torch.arange(s, device=x.device)
             band = ((rel >= 0) & (rel < self.window))[None, None]
             mask = band if mask is None else mask & band
         if self.persistent is not None:
-            p = self.persistent.weight
-            pk, pv = self.k_proj(p), self.v_proj(p)
-            if self.k_norm is not None:
-                pk = self.k_norm(pk)
-            pk = pk.view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
-            pv = pv.view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
-            if self.n_kv_heads != self.n_heads:
-                rep = self.n_heads // self.n_kv_heads
-                pk, pv = pk.repeat_interleave(rep, dim=1), pv.repeat_interleave(rep, dim=1)
-            k, v = torch.cat([pk.to(k.dtype), k], 2), torch.cat([pv.to(v.dtype), v], 2)
+            pk, pv = self.persistent_kv(b, k.dtype)
+            k, v = torch.cat([pk, k], 2), torch.cat([pv, v], 2)
             mask = mask.expand(b, 1, s, s)
-            mask = torch.cat([torch.ones(b, 1, s, p.shape[0], dtype=torch.bool, device=x.device), mask], -1)
+            mask = torch.cat([torch.ones(b, 1, s, pk.shape[2], dtype=torch.bool, device=x.device), mask], -1)
         if mask is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1)
         else:
@@ -152,18 +164,44 @@ class NeuralMemory(nn.Module):
         self.w1 = nn.Parameter(torch.zeros(n_heads, hidden, head_dim))
         self.w2 = nn.Parameter(torch.zeros(n_heads, head_dim, hidden))
 
-    def forward(self, x):
+    def heads(self, u, b, t):
+        return u.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2).float()
+
+    def convolve(self, u, tail, weight):
+        """Causal depthwise convolution and SiLU of u [B, T, C] after `tail` (the previous inputs)."""
+        if tail is None:
+            tail = u.new_zeros(u.shape[0], weight.shape[1] - 1, u.shape[2])
+        padded = torch.cat([tail.to(u.dtype), u], dim=1)
+        out = F.silu(F.conv1d(padded.transpose(1, 2), weight.unsqueeze(1), groups=u.shape[2])).transpose(1, 2)
+        return out, padded[:, -(weight.shape[1] - 1):]
+
+    def query(self, x, tail):
+        """MAC's retrieval query of input tokens (the q channels, a stream of its own)."""
+        u, tail = self.convolve(self.q_proj(x), tail, self.conv[: self.n_heads * self.head_dim])
+        return F.normalize(self.heads(u, *x.shape[:2]), dim=-1), tail
+
+    def output(self, x, y):
+        b, _, t, _ = y.shape
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)
+        y = y.transpose(1, 2).reshape(b, t, -1) * self.out_norm.float()
+        return self.o_proj((y * torch.sigmoid(self.out_gate_proj(x).float())).to(x.dtype))
+
+    def forward(self, x, state=None):
+        """The memory's output for x and its state after x, (W1, W2, S1, S2, convolution tail);
+        `state` continues a sequence at a chunk boundary."""
         b, t, _ = x.shape
         u = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
-        u = F.pad(u.transpose(1, 2), (self.conv.shape[1] - 1, 0))
-        u = F.silu(F.conv1d(u, self.conv.unsqueeze(1), groups=u.shape[1])).transpose(1, 2)
-        q, k, v = (p.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2).float() for p in u.chunk(3, dim=-1))
+        u, tail = self.convolve(u, state[4] if state is not None else None, self.conv)
+        q, k, v = (self.heads(p, b, t) for p in u.chunk(3, dim=-1))
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)
         theta = torch.sigmoid(g[0]) / self.head_dim
         log_eta, log_keep = F.logsigmoid(g[1] + 2.0), F.logsigmoid(-(g[2] - 5.0))
-        w1, w2 = self.w1.float().expand(b, -1, -1, -1), self.w2.float().expand(b, -1, -1, -1)
-        s1, s2 = torch.zeros_like(w1), torch.zeros_like(w2)
+        if state is None:
+            w1, w2 = self.w1.float().expand(b, -1, -1, -1), self.w2.float().expand(b, -1, -1, -1)
+            s1, s2 = torch.zeros_like(w1), torch.zeros_like(w2)
+        else:
+            w1, w2, s1, s2 = state[:4]
         outs = []
         for start in range(0, t, self.chunk):
             sl = slice(start, min(start + self.chunk, t))
@@ -189,10 +227,7 @@ class NeuralMemory(nn.Module):
             u1w, u2w = (d1 * lw).transpose(-1, -2) @ kc, (d2 * lw).transpose(-1, -2) @ a
             u1s, u2s = (d1 * ls).transpose(-1, -2) @ kc, (d2 * ls).transpose(-1, -2) @ a
             w1, w2, s1, s2 = b_c * w1 + g_c * s1 - u1w, b_c * w2 + g_c * s2 - u2w, e_c * s1 - u1s, e_c * s2 - u2s
-        y = torch.cat(outs, dim=2)
-        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)
-        y = y.transpose(1, 2).reshape(b, t, -1) * self.out_norm.float()
-        return self.o_proj((y * torch.sigmoid(self.out_gate_proj(x).float())).to(x.dtype))
+        return self.output(x, torch.cat(outs, dim=2)), (w1, w2, s1, s2, tail)
 
 
 class Titans(nn.Module):
@@ -208,20 +243,48 @@ class Titans(nn.Module):
                                    layer.get("memory_hidden", 2 * shape["head_dim"]), layer.get("memory_chunk", 64))
         self.attn = Attention(config, shape, window=layer.get("window", 512),
                               persistent_tokens=layer.get("persistent_tokens", 4))
-        if self.variant == "mag":
+        if self.variant in ("mac", "mag"):
             self.attn_out_norm, self.memory_out_norm = RMSNorm(d, eps), RMSNorm(d, eps)
         else:
             self.norm = RMSNorm(d, eps)
 
     def forward(self, x, cos, sin, mask):
-        a, m = self.attn(x, cos, sin, mask), self.memory(x)
+        if self.variant == "mac":
+            return self.mac(x, cos, sin)
+        a, m = self.attn(x, cos, sin, mask), self.memory(x)[0]
         return self.attn_out_norm(a) * torch.sigmoid(self.memory_out_norm(m))
+
+    def mac(self, x, cos, sin):
+        """Per segment (= memory chunk): attention over [persistent, M*(q) of the segment-start
+        memory, segment], causal within the segment; the memory learns from its output y;
+        o = Norm(y) * sigmoid(Norm(M(y))). Right padding is after every real token: no mask."""
+        mem, attn = self.memory, self.attn
+        b, t, _ = x.shape
+        state, q_tail, outs = None, None, []
+        for start in range(0, t, mem.chunk):
+            xs = x[:, start:start + mem.chunk]
+            n = xs.shape[1]
+            q_m, q_tail = mem.query(xs, q_tail)
+            w1, w2 = (state[0], state[1]) if state is not None else (mem.w1.float(), mem.w2.float())
+            h = mem.output(xs, F.silu(q_m @ w1.transpose(-1, -2)) @ w2.transpose(-1, -2))
+            cs, sn = cos[..., start:start + n, :], sin[..., start:start + n, :]
+            q, k_x, v_x = attn.project(xs, cs, sn)
+            _, k_h, v_h = attn.project(h, cs, sn)
+            p_k, p_v = attn.persistent_kv(b, k_x.dtype)
+            keys, values = torch.cat([p_k, k_h, k_x], 2), torch.cat([p_v, v_h, v_x], 2)
+            causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+            mask = torch.cat([torch.ones(n, p_k.shape[2], dtype=torch.bool, device=x.device), causal, causal], -1)
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            y = attn.o_proj(y.transpose(1, 2).reshape(b, n, -1))
+            m, state = mem(y, state)
+            outs.append(self.attn_out_norm(y) * torch.sigmoid(self.memory_out_norm(m)))
+        return torch.cat(outs, 1)
 
     def residual(self, x, norm, reordered, cos, sin, mask):
         if reordered:
-            x = x + norm(self.memory(x))
+            x = x + norm(self.memory(x)[0])
             return x + self.norm(self.attn(x, cos, sin, mask))
-        x = x + self.memory(norm(x))
+        x = x + self.memory(norm(x))[0]
         return x + self.attn(self.norm(x), cos, sin, mask)
 
 

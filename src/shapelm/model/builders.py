@@ -7,7 +7,7 @@
 Each kind is a function registered with the keys it accepts; an unknown key, a missing key or an
 impossible shape is a `ConfigError` naming the key (prefixed by where the spec came from).
 Every kind also takes `mixer` (attention | gated_attention | titans | hope_attention) and `gate`
-(elementwise | headwise) for its attention layers, Titans' `titans_variant` (mag | mal),
+(elementwise | headwise) for its attention layers, Titans' `titans_variant` (mac | mag | mal),
 `memory_hidden`, `memory_chunk`, `window`, `persistent_tokens`, and for hope_attention the CMS keys (`cms_chunks`, `cms_lr`, `cms_momentum`,
 `cms_decay`, `cms_tapered_level`; docs/SHAPES.md). Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
 `shapelm.model.schedules` (tapered, blocks, lws).
@@ -154,7 +154,7 @@ def _with_mixer(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
         if spec.has(key):
             if mixer != "titans":
                 raise ConfigError(f"{spec.name(key)} applies only to mixer: titans")
-            titans[key] = spec.choice(key, TITANS_VARIANTS, "mag") if key == "titans_variant" else spec.int(key)
+            titans[key] = spec.choice(key, TITANS_VARIANTS, "mac") if key == "titans_variant" else spec.int(key)
     if mixer == "hope_attention":
         return _with_cms(layers, spec)
     return [dataclasses.replace(layer, mixer=mixer, gate=gate, **titans) if layer.attention else layer

@@ -29,11 +29,12 @@ MIXERS = ("attention", "gated_attention", "titans", "hope_attention", "none")
 #: The gate's granularity: one sigmoid per attention channel (the paper's best) or per head.
 GATES = ("elementwise", "headwise")
 #: Titans layer fields and their defaults (memory_hidden's None: 2 x the attention's head_dim).
-#: The variant: "mag" (memory as a gate, Titans Section 4.2) or "mal" (memory as a layer, 4.3);
+#: The variant: "mac" (memory as context, Titans Section 4.1), "mag" (memory as a gate, 4.2) or
+#: "mal" (memory as a layer, 4.3);
 #: persistent_tokens: learned input-independent tokens every query attends to (Section 3.3).
-TITANS_DEFAULTS = {"titans_variant": "mag", "memory_hidden": None, "memory_chunk": 64, "window": 512,
+TITANS_DEFAULTS = {"titans_variant": "mac", "memory_hidden": None, "memory_chunk": 64, "window": 512,
                    "persistent_tokens": 4}
-TITANS_VARIANTS = ("mag", "mal")
+TITANS_VARIANTS = ("mac", "mag", "mal")
 #: Width of Titans' causal depthwise convolution after the memory's q, k and v projections
 #: (Titans Section 4.4, "Convolution", following Mamba-2 and gated DeltaNet, which use 4).
 TITANS_CONV_KERNEL = 4
@@ -74,7 +75,7 @@ class LayerShape:
     `ffn_widths == (d_h,)` is the conventional FFN; `(d_h,) * K` is the hourglass FFN.
     `mixer` defaults to "attention" when the layer has an attention shape and "none" when it
     has not; `gate` (gated attention only) defaults to "elementwise". Titans layers carry their
-    variant (`titans_variant`, default "mag"), the memory MLP's hidden width per head
+    variant (`titans_variant`, default "mac"), the memory MLP's hidden width per head
     (`memory_hidden`, default 2 x head_dim), its chunk size (`memory_chunk`, default 64), the
     attention's sliding window (`window`, default 512) and its persistent tokens
     (`persistent_tokens`, default 4); the memory has the attention's heads and head_dim. Defaults are left out of

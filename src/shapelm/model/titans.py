@@ -215,6 +215,25 @@ class NeuralMemory(nn.Module):
         log_keep = F.logsigmoid(-(g[2] + ALPHA_OFFSET))  # log(1 - alpha)
         return q, k, v, theta, log_eta, log_keep, padded[:, -(TITANS_CONV_KERNEL - 1):].float()
 
+    def query(self, x: torch.Tensor, conv_tail: torch.Tensor):
+        """q alone [B,H,T,hd] (float32) through the q channels of the convolution, and its new tail
+        [B, TITANS_CONV_KERNEL - 1, H * hd]: MAC's retrieval query of the segment's input tokens,
+        a second stream beside the memory's own (which reads the attention's output)."""
+        b, t, _ = x.shape
+        width = self.n_heads * self.head_dim
+        padded = torch.cat([conv_tail.to(x.dtype), self.q_proj(x)], dim=1)
+        u = F.silu(F.conv1d(padded.transpose(1, 2), self.conv[:width].unsqueeze(1), groups=width).transpose(1, 2))
+        q = F.normalize(u.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2).float(), dim=-1)
+        return q, padded[:, -(TITANS_CONV_KERNEL - 1):].float()
+
+    def retrieve(self, state: MemoryState | None, q: torch.Tensor) -> torch.Tensor:
+        """M(q) with the chunk-start weights (no update): MAC's h_t = M*_{t-1}(q_t)."""
+        if state is None:
+            w1, w2 = self.w1.float(), self.w2.float()
+        else:
+            w1, w2 = state.w0
+        return F.silu(q @ w1.transpose(-1, -2)) @ w2.transpose(-1, -2)
+
     def output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Retrievals y [B,H,T,hd] -> d_model: per-head RMSNorm, the gate sigmoid(W_g x), W_o."""
         b, _, t, _ = y.shape

@@ -29,6 +29,7 @@ truncated at 3 sigma.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import NamedTuple, Protocol
 
 import torch
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from shapelm.model.config import RECOMPUTE_MODES, LayerShape, ModelConfig
+from shapelm.model.config import RECOMPUTE_MODES, TITANS_CONV_KERNEL, LayerShape, ModelConfig
 from shapelm.model.hope import CMSLevel
 from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
 from shapelm.model.titans import NeuralMemory
@@ -114,13 +115,7 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         batch, seq, _ = x.shape
         s = self.shape
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q = q.view(batch, seq, s.n_heads, s.head_dim).transpose(1, 2)
-        k = k.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
-        v = v.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = self.project(x, cos, sin)
         past = 0
         if kv_cache is not None:
             k, v = kv_cache.update(self.layer_idx, k, v)
@@ -152,6 +147,27 @@ class Attention(nn.Module):
         return self.o_proj(out.reshape(batch, seq, s.d_attn))
 
 
+    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """q [B, H, S, hd], k, v [B, H_kv, S, hd]: projected, QK-normed, rotated."""
+        batch, seq, _ = x.shape
+        s = self.shape
+        q = self.q_proj(x)
+        if self.q_norm is not None:
+            q = self.q_norm(q)
+        q = q.view(batch, seq, s.n_heads, s.head_dim).transpose(1, 2)
+        return (apply_rope(q, cos, sin), *self.project_kv(x, cos, sin))
+
+    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """k, v [B, H_kv, S, hd]: projected, k normed and rotated."""
+        batch, seq, _ = x.shape
+        s = self.shape
+        k, v = self.k_proj(x), self.v_proj(x)
+        if self.k_norm is not None:
+            k = self.k_norm(k)
+        k = k.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
+        v = v.view(batch, seq, s.n_kv_heads, s.head_dim).transpose(1, 2)
+        return apply_rope(k, cos, sin), v
+
     def _with_persistent(self, k, v, mask):
         """Keys, values and mask with the persistent tokens' in front, visible to every query."""
         s, p = self.shape, self.persistent.weight
@@ -163,6 +179,29 @@ class Attention(nn.Module):
         pv = pv.view(1, n, s.n_kv_heads, s.head_dim).transpose(1, 2).to(v.dtype).expand(v.shape[0], -1, -1, -1)
         seen = torch.ones(*mask.shape[:-1], n, dtype=torch.bool, device=mask.device)
         return torch.cat([pk, k], 2), torch.cat([pv, v], 2), torch.cat([seen, mask], -1)
+
+
+@dataclasses.dataclass
+class SegmentState:
+    """MAC's per-sequence state beside the memory's and the KV cache's (which holds the input
+    tokens' keys): the open segment's keys and values of the retrieved tokens h ([B, H_kv, chunk,
+    hd] each, filled up to the memory's position in the chunk) and the retrieval query's
+    convolution tail."""
+
+    k_h: torch.Tensor
+    v_h: torch.Tensor
+    conv_q: torch.Tensor
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.k_h, self.v_h, self.conv_q))
+
+
+class _LocalState:
+    """A cache stand-in holding only recurrent state: MAC carries the memory across segments
+    within one forward even without a decode cache."""
+
+    def __init__(self) -> None:
+        self.state: dict = {}
 
 
 class Titans(nn.Module):
@@ -182,17 +221,66 @@ class Titans(nn.Module):
         s = layer.attention
         self.memory = NeuralMemory(cfg.d_model, s.n_heads, s.head_dim, layer.memory_hidden, layer.memory_chunk, layer_idx)
         self.attn = Attention(cfg, layer, layer_idx)
-        if self.variant == "mag":
+        if self.variant in ("mac", "mag"):
             self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
             self.memory_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         else:
             self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)  # the attention sublayer's pre-norm
 
     def forward(self, x, cos, sin, kv_cache=None):
-        if self.variant != "mag":
+        if self.variant == "mal":
             raise RuntimeError("Titans MAL is two residual sublayers: call `residual`")
+        if self.variant == "mac":
+            return self._mac(x, cos, sin, kv_cache)
         a, m = self.attn(x, cos, sin, kv_cache), self.memory(x, kv_cache)
         return self.attn_out_norm(a) * torch.sigmoid(self.memory_out_norm(m))
+
+    def _mac(self, x, cos, sin, kv_cache=None):
+        """MAC (Section 4.1), segments = the memory's chunks. For each segment, in order:
+        h = M*(q) retrieved with the segment-start memory for every input token (no update);
+        y = attention over [persistent tokens, h, segment], where token i sees h_j and x_j for
+        j <= i of its segment only (a causal LM must not read the retrievals of later tokens,
+        which the paper's equations leave open); the memory then learns from y and is read at y,
+        o = Norm(y) * sigmoid(Norm(M(y))). The input tokens' keys go through the KV cache (a
+        segment's are its last ones), the retrieved tokens' live in the segment state."""
+        mem, attn, s = self.memory, self.attn, self.shape
+        b, t, _ = x.shape
+        cache = kv_cache if kv_cache is not None else _LocalState()
+        idx = mem.layer_idx
+        seg = cache.state.get((idx, "segment"))
+        if seg is None:
+            buf = x.new_zeros(b, s.n_kv_heads, mem.chunk, s.head_dim)
+            tail = torch.zeros(b, TITANS_CONV_KERNEL - 1, s.d_attn, device=x.device)
+            seg = SegmentState(buf, buf.clone(), tail)
+        outs, pos = [], 0
+        while pos < t:
+            state = cache.state.get(idx)
+            offset = state.offset if state is not None else 0
+            n = min(mem.chunk - offset, t - pos)
+            xs, cs, sn = x[:, pos:pos + n], cos[..., pos:pos + n, :], sin[..., pos:pos + n, :]
+            q_m, seg.conv_q = mem.query(xs, seg.conv_q)
+            h = mem.output(xs, mem.retrieve(state, q_m))  # [B, n, d]
+            q, k_x, v_x = attn.project(xs, cs, sn)
+            k_h, v_h = attn.project_kv(h, cs, sn)
+            end = offset + n
+            seg.k_h[:, :, offset:end], seg.v_h[:, :, offset:end] = k_h.to(seg.k_h.dtype), v_h.to(seg.v_h.dtype)
+            if kv_cache is not None:  # the segment's input keys so far: the cache's last `end`
+                k_x, v_x = kv_cache.update(idx, k_x, v_x)
+                k_x, v_x = k_x[:, :, k_x.shape[2] - end:], v_x[:, :, v_x.shape[2] - end:]
+            keys = torch.cat([seg.k_h[:, :, :end], k_x], 2)
+            values = torch.cat([seg.v_h[:, :, :end], v_x], 2)
+            causal = torch.arange(offset, end, device=x.device)[:, None] >= torch.arange(end, device=x.device)
+            mask = torch.cat([causal, causal], -1)
+            if attn.persistent is not None:
+                keys, values, mask = attn._with_persistent(keys, values, mask)
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=s.group_size > 1)
+            y = attn.o_proj(y.transpose(1, 2).reshape(b, n, s.d_attn))
+            m = mem(y, cache)
+            outs.append(self.attn_out_norm(y) * torch.sigmoid(self.memory_out_norm(m)))
+            pos += n
+        if kv_cache is not None:
+            kv_cache.state[(idx, "segment")] = seg
+        return torch.cat(outs, 1)
 
     def residual(self, x, norm: RMSNorm, reordered: bool, cos, sin, kv_cache=None):
         """MAL: the residual stream after the memory sublayer and then the attention sublayer."""
