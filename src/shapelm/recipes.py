@@ -423,6 +423,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d = rsub.add_parser("diff", help="every field where paper text and released code differ, with sources")
     d.add_argument("config", nargs="+", help="experiment config(s); later files overlay earlier ones")
     d.add_argument("--all", action="store_true", help="also list the fields on which both agree")
-    d.add_argument("--format", choices=("md", "csv"), default="md")
+    d.add_argument("--format", choices=("md", "csv"), default="md", help="output format")
     d.add_argument("--write", metavar="DIR", help=f"write {TABLE_NAME}.csv and {TABLE_NAME}.md into DIR")
     d.set_defaults(func=cmd_diff)

@@ -94,7 +94,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shapes", help="parameter, FLOP and KV-cache accounting of a config's runs")
     p.add_argument("config", help="experiment config (configs/*.yaml)")
-    p.add_argument("--format", choices=["md", "csv"], default="md")
+    p.add_argument("--format", choices=["md", "csv"], default="md", help="output format")
     p.add_argument("--runs", nargs="*", help="only these runs (default: all)")
     p.add_argument("--out", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_shapes)
@@ -108,6 +108,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--multiple", type=int, default=32, help="d_model multiple (default 32)")
     s.add_argument("--d-h-multiple", type=int, help="d_h multiple (default: --multiple)")
     s.add_argument("--tolerance", type=float, default=0.005, help="relative tolerance (0.005)")
-    s.add_argument("--count", choices=COUNTS, default="non_embedding")
-    s.add_argument("--top", type=int, default=5)
+    s.add_argument("--count", choices=COUNTS, default="non_embedding", help="which parameters the target counts")
+    s.add_argument("--top", type=int, default=5, help="how many solutions to print")
     s.set_defaults(func=cmd_solve)
