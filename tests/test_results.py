@@ -356,7 +356,7 @@ def test_one_table_target_builds_only_that_table(exp, tmp_path):
     assert "hourglass_table2.csv" in tables and "hourglass_table1.csv" not in tables
 
 
-# ----------------------------------------------------------------------------- issue 16: what figures say
+# ----------------------------------------------------------------------------- what figures say
 
 
 def _texts(fig) -> str:

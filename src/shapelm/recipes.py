@@ -12,7 +12,7 @@ recipe and the run's own `train:` (which still wins):
 An official value the pipeline cannot run yet (`supported: false`: tied embeddings, Llama-3
 RoPE scaling, QK-norm weight decay, ...) is refused when the config loads, naming the field, its
 source and why, unless the experiment lists it in `recipe_waive`; the run then trains without
-it and its run config records the waiver under `recipe`. FP8 (`train.fp8`, issue 13) is applied
+it and its run config records the waiver under `recipe`. FP8 (`train.fp8`) is applied
 like any other key; the trainer refuses it off a CUDA SM89+ GPU. Where the choice changes a printed number, `derived_rows` computes both:
 Figure 4's fits and compute saving, 3B/8B GPU-hours against the papers' wall-clock claims, and
 parameter counts with untied vs tied embeddings.
@@ -362,7 +362,7 @@ def to_markdown(exp, rows: list[dict[str, str]]) -> str:
              + "; ".join(f"{name}: {len(runs)} run(s)" + (f" ({', '.join(runs)})" if runs and name == "official" else "")
                          for name, runs in by.items()) + ".",
              "Sources: " + "; ".join(f"{r['repo']}@{r['commit'][:7]}" for r in repos.values())
-             + "; seed texts in /work/shared/seeds/. docs/PAPER_NOTES.md has the evidence.", ""]
+             + "; the papers' texts (README, Papers). docs/PAPER_NOTES.md has the evidence.", ""]
     for section, title in (("field", "Fields where the text and the code differ"),
                            ("derived", "Printed numbers under each recipe")):
         part = [r for r in rows if r["section"] == section]
