@@ -442,8 +442,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     rows = R.table("tapered_fig2_blocks")
     xs = range(len(rows))
     drawn: set[str] = set()
-    ours_all = [v for r in rows for v in (_indist_ppl(ctx, r["run"]), _sets_ppl(ctx, r["run"])) if v]
-    bottom = 0.9 * min([R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value for r in rows] + ours_all)
+    bottom = 0.0  # bars start at zero: a cut axis makes an 8% difference look twice as tall
     for i, r in enumerate(rows):
         p = R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value
         ax.bar(i - 0.22, p, width=0.28, facecolor="none", edgecolor="#d62728", hatch="//",
@@ -467,7 +466,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_xlim(-0.6, len(rows) - 0.4 + 0.1)  # room for the "ours" slots of the last row
     ax.set_ylim(bottom, None)
-    ax.set_ylabel("validation perplexity")
+    ax.set_ylabel("validation perplexity (axis from 0)")
     ax.set_title("Tapered Figure 2: three equal blocks, MLP width multipliers (440M)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # clear of the bars
     ax.grid(alpha=0.3, axis="y")
@@ -502,8 +501,8 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
     runs = ctx.runs_for_table("tapered_fig4_novelty")
     paper = {q: (R.printed("tapered_sec4_novelty", f"novelty_rho_{q}", "r_min").value,
                  R.printed("tapered_sec4_novelty", f"novelty_rho_{q}", "r_max").value) for q in ("mlp", "block")}
-    for ax, q, title in ((axes[0], "mlp", "ρ_l^MLP: MLP write vs the residual it joins"),
-                         (axes[1], "block", "ρ_l^block: layer write vs its input")):
+    for ax, q, title in ((axes[0], "mlp", r"$\rho_l^{\mathrm{MLP}}$: MLP write vs the residual it joins"),
+                         (axes[1], "block", r"$\rho_l^{\mathrm{block}}$: layer write vs its input")):
         ax.set_title(title, fontsize=9)
         for i, (label, data, ours) in enumerate(results):
             rho = data.get(f"rho_{q}") or []
@@ -542,7 +541,7 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
             ax.scatter([k + 0.25 * (i / max(1, len(results) - 1) - 0.5)], [r], color=col,
                        marker="o" if ours else "s", s=28, zorder=3)
     ax.set_xticks([0, 1])
-    ax.set_xticklabels(["ρ^MLP", "ρ^block"])
+    ax.set_xticklabels([r"$\rho^{\mathrm{MLP}}$", r"$\rho^{\mathrm{block}}$"])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(-1.05, 1.1)
     ax.axhline(0, color="black", lw=0.6)
@@ -664,10 +663,26 @@ def _lws_label(ctx: Context, run: str, paper: bool = True) -> str:
     return text
 
 
-def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float, end: float) -> None:
+#: Units training tokens are drawn in: the largest the run's total reaches (a tiny run's 246K
+#: tokens would print as 0.000246 billions).
+TOKEN_UNITS = ((1e9, "billions", "B"), (1e6, "millions", "M"), (1e3, "thousands", "K"), (1.0, "", ""))
+
+
+def _token_unit(total: float) -> tuple[float, str, str]:
+    """(divisor, axis word, suffix) for token counts up to `total`."""
+    return next(u for u in TOKEN_UNITS if total >= u[0])
+
+
+def _tokens_text(n: float, total: float) -> str:
+    div, _, suffix = _token_unit(total)
+    return f"{n / div:.3g}{suffix}"
+
+
+def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float, end: float,
+                 div: float = 1e9) -> None:
     """x from start to end; y fitted to the points inside (a bump at the end stays visible)."""
     inside = [y for xs, ys in curves for x, y in zip(xs, ys) if start <= x <= end]
-    ax.set_xlim(start / 1e9, end / 1e9)
+    ax.set_xlim(start / div, end / div)
     if not inside:
         _pending(ax, "no points in the zoomed range yet")
     else:
@@ -678,7 +693,10 @@ def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float
 
 def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
                  pending: str, paper: bool = True) -> bool:
-    """Every run's curve on one axis (tokens in billions); `zoom`: only the last fraction."""
+    """Every run's curve on one axis (tokens in the unit the total reads best in); `zoom`: only
+    the last fraction."""
+    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
+    div, unit, _ = _token_unit(total)
     curves = []
     for run in runs:
         c = get(run)
@@ -687,16 +705,15 @@ def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, yla
             ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
             continue
         curves.append(c)
-        ax.plot([x / 1e9 for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
+        ax.plot([x / div for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
                 ms=3, **style, label=_lws_label(ctx, run, paper))
-    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
     if not curves:
         _pending(ax, pending)
-        ax.set_xlim(0, total / 1e9)
+        ax.set_xlim(0, total / div)
         ax.set_yticks([])
     elif zoom:
-        _zoom_limits(ax, curves, (1 - zoom) * total, total)
-    ax.set_xlabel("training tokens (billions)")
+        _zoom_limits(ax, curves, (1 - zoom) * total, total, div)
+    ax.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if runs:
@@ -733,9 +750,9 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
     for ax, zoom in zip(axes, (None, LWS_VAL_ZOOM)):
-        start = (1 - zoom) * total / 1e9 if zoom else 0
         ax.set_title("all of training" if not zoom else
-                     f"zoomed: {start:.3g}B to {total / 1e9:.3g}B tokens (last {zoom:.0%})", fontsize=10)
+                     f"zoomed: {_tokens_text((1 - zoom) * total, total)} to {_tokens_text(total, total)} "
+                     f"tokens (last {zoom:.0%})", fontsize=10)
         if not runs:
             _no_runs(ax, ctx, "LWS Figure 5")
             continue
@@ -752,7 +769,8 @@ def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -
     runs = ctx.runs_for_table(table)
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
-    rng = f" (zoomed: {(1 - zoom) * total / 1e9:.3g}B to {total / 1e9:.3g}B tokens)" if zoom and runs else ""
+    rng = (f" (zoomed: {_tokens_text((1 - zoom) * total, total)} to {_tokens_text(total, total)} tokens)"
+           if zoom and runs else "")
     ax.set_title(title + rng + _scaled_note(ctx, table, runs), fontsize=10)
     if not runs:
         _no_runs(ax, ctx, title)
