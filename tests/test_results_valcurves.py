@@ -126,3 +126,15 @@ def test_default_tiny_figures_render(default_ctx):
         assert any(len(ln.get_xdata()) for ax in fig.axes for ln in ax.get_lines()) or \
             any(ax.patches or ax.images for ax in fig.axes), name
         plt.close(fig)
+
+
+def test_the_tapered_heatmap_places_the_configured_runs_by_their_shape(tmp_path):
+    # the tiny default's pair is not named tp440m_*: its cells come from the runs' arch
+    from shapelm.config import load_experiment
+    from shapelm.results.context import Context
+    from shapelm.results.figures import _heatmap_runs
+
+    root = Path(__file__).resolve().parents[1]
+    ctx = Context(load_experiment(root / "configs" / "default.yaml"), tmp_path / "results", tmp_path / "work")
+    cells, uniform = _heatmap_runs(ctx)
+    assert cells == {("cosine", "1p5_0p5"): "tp760m_cosine_1p5_0p5"} and uniform == "tp760m_uniform"

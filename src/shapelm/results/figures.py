@@ -386,8 +386,24 @@ def _sets_ppl(ctx: Context, run: str) -> float | None:
     return p.val_ppl if p else None
 
 
+def _heatmap_runs(ctx: Context) -> tuple[dict[tuple[str, str], str], str]:
+    """{(schedule, ratio): run} of the configured runs listing Tapered Table 1, placed by their
+    shape (the tiny default's pair is not named tp440m_*), and the uniform run ('' if none)."""
+    cells: dict[tuple[str, str], str] = {}
+    uniform = ""
+    for run in ctx.runs_for_table("tapered_table1"):
+        arch = _arch_of(ctx, run)
+        if arch.get("kind") == "tapered" and "start" in arch and "end" in arch:
+            ratio = f"{float(arch['start']):g}_{float(arch['end']):g}".replace(".", "p")
+            cells.setdefault((str(arch.get("schedule")), ratio), run)
+        elif arch.get("kind") == "conventional" and not uniform:
+            uniform = run
+    return cells, uniform
+
+
 def tapered_heatmap(ctx: Context) -> plt.Figure:
     fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
+    our_cells, our_uniform = _heatmap_runs(ctx)
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
     ours = {1: _indist_ppl, 2: _sets_ppl}  # the paper's quantity first, the held-out sets beside it
     for k, (ax, who) in enumerate(zip(axes, ("paper (prose; 11 of 15 cells missing)",
@@ -405,8 +421,9 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                     except KeyError:
                         v = None
                 else:
-                    v = ours[k](ctx, run)
-                    if not ctx.has_run(run):
+                    mine = our_cells.get((s, r))
+                    v = ours[k](ctx, mine) if mine else None
+                    if not mine:
                         unconfigured.add((len(grid), len(row)))
                 row.append(float("nan") if v is None else v)
             grid.append(row)
@@ -424,10 +441,11 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
         ax.set_yticks(range(len(SCHEDULES)))
         ax.set_yticklabels(SCHEDULES)
         ax.set_xlabel("d_ff start/end multiplier (first layer / last layer)")
-        base = uniform_p if k == 0 else ours[k](ctx, "tp440m_uniform")
-        missing = "not configured" if k > 0 and not ctx.has_run("tp440m_uniform") else "pending"
-        ax.set_title(f"{who}: validation PPL (uniform: {base:.2f})" if base else f"{who}: validation PPL "
-                     f"(uniform: {missing})", fontsize=9)
+        base = uniform_p if k == 0 else (ours[k](ctx, our_uniform) if our_uniform else None)
+        missing = "not configured" if k > 0 and not our_uniform else "pending"
+        runs_note = f", {_scales(ctx, [our_uniform, *our_cells.values()])}" if k > 0 and our_cells else ""
+        ax.set_title(f"{who}{runs_note}: validation PPL (uniform: {base:.2f})" if base else
+                     f"{who}: validation PPL (uniform: {missing})", fontsize=9)
         if finite:
             fig.colorbar(im, ax=ax, label="validation PPL")
     fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better); the paper "
