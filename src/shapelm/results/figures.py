@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 from shapelm import reference as R  # noqa: E402
 from shapelm.data.tokens import new_file_mode  # noqa: E402
@@ -178,61 +179,67 @@ def _our_acc_tasks(ctx: Context, runs: list[str]) -> list[str]:
 
 
 def fig4_compute_fit(ctx: Context) -> plt.Figure:
-    """Paper points on the left axis (its 5-task average), ours on a right axis of their own: our
-    Avg Acc averages whatever tasks the experiment runs, another quantity at another compute."""
+    """Paper points and fits on the left; ours in a panel of their own on the right, on an
+    accuracy axis from 0 to 1: our Avg Acc averages whatever tasks the experiment runs, another
+    quantity at another compute, and an autoscaled axis would blow a spread of 0.01 up to full height."""
     table = "hourglass_fig4_compute_fit"
-    fig, ax = plt.subplots(figsize=(7.6, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1.4, 1]})
     paper = C.fig4_points_paper()
     ours = C.fig4_points_ours(ctx)
     pfits = C.fig4_fits(paper)
     ofits = C.fig4_fits(ours)
-    allc = [c for v in paper.values() for c in v[0]] + [c for v in ours.values() for c in v[0]]
-    lo, hi = math.log10(min(allc)) - 0.1, math.log10(max(allc)) + 0.1
-    grid = [lo + (hi - lo) * i / 50 for i in range(51)]
     names = {"conv": "conventional", "hg": "hourglass"}
     our_runs = [r for a in ours for r in ours[a][2]]
-    have_ours = bool(our_runs)
-    ax2 = ax.twinx() if have_ours else None
     scaled = _scaled_note(ctx, table, our_runs)
-    handles = []
     for i, arch in enumerate(("conv", "hg")):
         col = ARCH_COLOR[arch]
-        handles.append(ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55,
-                                  zorder=3, label=f"paper {names[arch]} (Table 2)"))
+        ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55, zorder=3,
+                   label=f"paper {names[arch]} (Table 2)")
         fit = pfits[i]
         if fit:  # drawn over the paper's own compute range: a log fit says nothing far outside it
             pc = [math.log10(c) for c in paper[arch][0]]
             pgrid = [min(pc) - 0.1 + (max(pc) - min(pc) + 0.2) * k / 20 for k in range(21)]
-            handles += ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--",
-                               lw=0.9, label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
+            ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--",
+                    lw=0.9, label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
         if ours[arch][0]:
-            handles.append(ax2.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4,
-                                       marker="v" if scaled else "o",
-                                       label=f"ours {names[arch]}{scaled} (right axis)"))
+            ax2.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4, marker="v" if scaled else "o",
+                        label=f"ours {names[arch]}{scaled}")
             fit = ofits[i]
             if fit:
-                handles += ax2.plot([10 ** g for g in grid], [fit.a + fit.b * g for g in grid], color=col, lw=1.4,
-                                    label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
-    if not have_ours:
-        configured = ctx.runs_for_table(table)
-        ax.text(0.98, 0.05, "ours: pending (no downstream.json yet)" if configured else
-                "ours: no runs configured", transform=ax.transAxes, ha="right", fontsize=9, color="#888888")
+                oc = [math.log10(c) for c in ours[arch][0]]
+                ogrid = [min(oc) - 0.1 + (max(oc) - min(oc) + 0.2) * k / 20 for k in range(21)]
+                ax2.plot([10 ** g for g in ogrid], [fit.a + fit.b * g for g in ogrid], color=col, lw=1.4,
+                         label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
     saving = pfits[2]
-    txt = f"paper: 8.7% less compute at matched accuracy (recomputed from printed points: {saving:.1%})"
-    if ofits[2] is not None:
-        txt += f"\nours: {ofits[2]:.1%}"
-    # clear of our points, which sit at the far left (tiny compute)
-    ax.text(0.12 if have_ours else 0.01, 0.97, txt, transform=ax.transAxes, va="top", fontsize=7)
+    ax.text(0.01, 0.97, f"8.7% less compute at matched accuracy (printed);\nrecomputed from the printed points: "
+            f"{saving:.1%}", transform=ax.transAxes, va="top", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("total training compute C (FLOPs)")
-    ax.set_ylabel("paper: average downstream accuracy (5 tasks)")
-    if ax2 is not None:
-        tasks = _our_acc_tasks(ctx, our_runs)
-        ax2.set_ylabel(f"ours: Avg Acc over {', '.join(tasks) or 'our tasks'}\n(another quantity{scaled})",
-                       fontsize=8)
-    ax.set_title("Figure 4: accuracy vs training compute, fits Acc = a + b log C")
-    ax.legend(handles=handles, fontsize=7, loc="lower right", ncol=1, bbox_to_anchor=(1.0, 0.1))
+    ax.set_ylabel("average downstream accuracy (5 tasks)")
+    ax.set_title("paper: Acc = a + b log C", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3, which="both")
+    if our_runs:
+        tasks = _our_acc_tasks(ctx, our_runs)
+        ax2.set_xscale("log")
+        our_c = [c for a in ours for c in ours[a][0]]
+        ax2.set_xlim(min(our_c) / 3, max(our_c) * 3)  # a decade or so: readable ticks, no minor labels
+        ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax2.set_ylim(0, 1)
+        ax2.set_ylabel(f"Avg Acc over {', '.join(tasks) or 'our tasks'}", fontsize=8)
+        ax2.legend(fontsize=7, loc="upper left")
+        if ofits[2] is not None:
+            ax2.text(0.98, 0.97, f"ours: {ofits[2]:.1%} less compute at matched accuracy",
+                     transform=ax2.transAxes, ha="right", va="top", fontsize=7)
+    else:
+        _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
+                 else "ours: no runs configured")
+        ax2.set_yticks([])
+    ax2.set_xlabel("total training compute C (FLOPs)")
+    ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1", fontsize=10)
+    ax2.grid(alpha=0.3, which="both")
+    fig.suptitle("Hourglass Figure 4: accuracy vs training compute", fontsize=11)
+    fig.tight_layout()
     return fig
 
 
