@@ -18,6 +18,10 @@ if not config:
 #    envs/cluster.yaml for conda sites), not a copy of it per rule.
 #  * "Mixed rules and functions in same snakefile": each rules file keeps the input functions
 #    of its rules beside them (which token directory a run reads, which segment comes before).
+# The HTML report's first page (`snakemake --report report.html`): what the workflow does.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/signals.smk"
 include: "workflow/rules/fetch.smk"
