@@ -716,6 +716,19 @@ def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float
         ax.set_ylim(lo - pad, hi + pad)
 
 
+def _seed_band(ctx: Context, run: str, get) -> tuple[list[float], list[float], list[float], int] | None:
+    """(x, min, max, n seeds) over the seeds of a run with `seeds:` at the x all of them have;
+    None for a run of one seed (or fewer than two seeds with a curve yet)."""
+    curves = [c for c in (get(name) for name in ctx.instances(run)) if c]
+    if len(curves) < 2:
+        return None
+    at = [dict(zip(*c)) for c in curves]
+    xs = sorted(set.intersection(*(set(a) for a in at)))
+    if not xs:
+        return None
+    return xs, [min(a[x] for a in at) for x in xs], [max(a[x] for a in at) for x in xs], len(curves)
+
+
 def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
                  pending: str, paper: bool = True) -> bool:
     """Every run's curve on one axis (tokens in the unit the total reads best in); `zoom`: only
@@ -730,8 +743,14 @@ def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, yla
             ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
             continue
         curves.append(c)
+        band = _seed_band(ctx, run, get)
+        label = _lws_label(ctx, run, paper)
+        if band:
+            xs, lo, hi, n = band
+            ax.fill_between([x / div for x in xs], lo, hi, color=style.get("color"), alpha=0.2, lw=0)
+            label += f"; band: min-max of {n} seeds"
         ax.plot([x / div for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
-                ms=3, **style, label=_lws_label(ctx, run, paper))
+                ms=3, **style, label=label)
     if not curves:
         _pending(ax, pending)
         ax.set_xlim(0, total / div)
