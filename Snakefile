@@ -1,11 +1,12 @@
-# shapelm: every table and figure of the seed papers from one DAG.
+# shapelm: every table and figure of the three papers from one DAG.
 #   snakemake --cores 2                      tiny default on CPU (configs/default.yaml)
 #   snakemake --profile slurm                the papers at full scale (configs/paper.yaml)
 #   snakemake --profile slurm scale_906M     one scale;   table_hourglass_table2: one table;
 #   snakemake --profile slurm run_hg906m_hg  one run (train + every evaluation of it)
 # Rules only call `shapelm` entry points; the logic lives in src/shapelm and is unit-tested.
 
-# The tiny default unless a config is given (--configfile merges into, not replaces, this one).
+# The tiny default unless a config is given: --configfile replaces it (several files given
+# are merged in order, a later file's keys winning).
 if not config:
 
     configfile: "configs/default.yaml"
@@ -17,6 +18,10 @@ if not config:
 #    envs/cluster.yaml for conda sites), not a copy of it per rule.
 #  * "Mixed rules and functions in same snakefile": each rules file keeps the input functions
 #    of its rules beside them (which token directory a run reads, which segment comes before).
+# The HTML report's first page (`snakemake --report report.html`): what the workflow does.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/signals.smk"
 include: "workflow/rules/fetch.smk"

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/decode_latency.py --mixer mha,gqa,mla --out /tmp/decode_cpu.json
 
 Not a unit test: wall-clock timings. It prints measured speedups beside L_conv/L_hg and the share
-of the asymptote reached, checks the criterion of issue 8 (speedup at the longest context >= 90%
+of the asymptote reached, checks the decode criterion (speedup at the longest context >= 90%
 of L_conv/L_hg), and times shapelm against transformers (LlamaForCausalLM + StaticCache, same
 weights) at one length. The arms are timed step by step in turn (interleaved) on one thread,
 so that a shared machine's background load hits both alike.

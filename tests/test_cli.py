@@ -28,3 +28,22 @@ def test_help_lists_the_commands_without_importing_a_stage():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert "fetch" in out and "rehearse" in out
     assert out.strip().splitlines()[-1] == "IMPORTED []"
+
+
+def _options(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _options(child, (*path, name))
+        elif action.dest != "help":
+            yield " ".join(path), action, parser
+
+
+def test_every_option_has_help_and_shows_its_default():
+    missing = [(cmd, action.option_strings or action.dest) for cmd, action, _ in _options(build_parser())
+               if not action.help]
+    assert missing == []
+    shown = {(cmd, action.dest): parser.formatter_class(cmd)._get_help_string(action)
+             for cmd, action, parser in _options(build_parser())}
+    assert shown[("longctx finetune", "steps")].endswith("(default: %(default)s)")
+    assert "default" not in shown[("fetch", "revision")].replace("(default: main)", "")  # None: nothing added

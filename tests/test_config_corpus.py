@@ -88,7 +88,7 @@ def case(case_id: str, change, key: str) -> None:
     CASES.append((case_id, change, key))
 
 
-# -- a misspelled key in every section (issue 16) ------------------------------------------------
+# -- a misspelled key in every section ---------------------------------------------------------
 MISSPELLED = {
     "top": ("", "runz"),
     "model_defaults": ("model_defaults", "rope_thetta"),

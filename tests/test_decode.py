@@ -1,4 +1,4 @@
-"""Decode path: static KV cache, MLA, memory model, transformers peer, CLI (issue 8)."""
+"""Decode path: static KV cache, MLA, memory model, transformers peer, CLI."""
 
 from __future__ import annotations
 

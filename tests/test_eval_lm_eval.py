@@ -360,3 +360,55 @@ def test_standin_tasks_name_a_task_without_one():
         standin_tasks(["heldout"])
     with pytest.raises(EvalError, match="'openbookqa'"):
         standin_tasks(["openbookqa"])
+
+
+def _readme_lm_eval_line() -> str:
+    row = next(line for line in (REPO / "README.md").read_text().splitlines()
+               if line.startswith("| lm-eval on a shapelm checkpoint |"))
+    return row.split("`")[1]
+
+
+def test_the_readme_lm_eval_line_runs_as_typed_on_a_workflow_run(world, tmp_path, monkeypatch, capsys):
+    """The README's command on a run directory laid out as the workflow leaves it (training
+    manifest naming its token directory, the corpus' tokenizer beside that, the downstream job's
+    task files): no tokenizer= needed; a missing checkpoint is one line."""
+    import shlex
+    import shutil
+
+    from shapelm.data.tokens import write_token_dir
+    from shapelm.evaluation.make_tasks import make_tasks
+    from shapelm.evaluation.standins import standin_path
+    from shapelm.evaluation.tasks import write_tasks
+
+    corpus = tmp_path / "work" / "default" / "data" / "corpus"
+    corpus.mkdir(parents=True)
+    shutil.copy(world["tok"], corpus / "tokenizer.json")
+    write_token_dir(corpus / "train", [np.arange(10, 50)], V, 0, {"kind": "default-corpus", "tokenizer": "tokenizer.json"})
+    run = tmp_path / "work" / "default" / "runs" / "tiny"
+    shutil.copytree(world["root"] / "trained" / "final", run / "final")
+    (run / "manifest.json").write_text(json.dumps({"data": {"dir": str(corpus / "train")}}))
+    make_tasks([str(world["root"] / "val")], tmp_path / "tasks", tokenizer=str(world["tok"]), n_mc=8, n_ce=8,
+               standins=["piqa"])
+    write_tasks(run / "lm_eval_tasks", ["piqa"], {"piqa": str(standin_path(tmp_path / "tasks", "piqa"))})
+
+    line = _readme_lm_eval_line().replace("<exp>", "default").replace("<run>", "tiny")
+    argv = shlex.split(line)
+    assert argv[0] == "shapelm-lm-eval" and "tokenizer=" not in line
+    exe = str(Path(sys.executable).with_name(argv[0]))
+    extra = ["--limit", "4", "--batch_size", "4", "--device", "cpu", "--output_path", str(tmp_path / "out")]
+    proc = subprocess.run([exe, *argv[1:], *extra], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]
+    assert "acc,none" in res["piqa"]
+
+    # the same line with the checkpoint gone: one line (in-process: lm-eval is imported already)
+    from shapelm.evaluation import lm_eval_cli
+
+    shutil.rmtree(run / "final")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [exe, *argv[1:], *extra])
+    assert lm_eval_cli.main() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("shapelm-lm-eval: error: work/default/runs/tiny: not a shapelm checkpoint "
+                       "(no model_config.json in it or in work/default/runs/tiny/final)")
+    assert "Traceback" not in "\n".join(err)

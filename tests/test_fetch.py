@@ -173,9 +173,11 @@ def test_the_paper_lists_every_input_kind():
     assert {i.kind for i in found.values()} >= {"model", "dataset", "task"}
     assert record_path("work/paper", found["tokenizer-allenai--dolma2-tokenizer"]) == \
         Path("work/paper/inputs/tokenizer-allenai--dolma2-tokenizer.json")
-    # the tiny default reads no hub input
+    # the tiny default reads no hub input, nor does a rehearsal (its inputs are made here)
     default = load_experiment(load_yaml(root / "configs" / "default.yaml"))
     assert experiment_inputs(default) == {}
+    rehearsal = load_experiment({**load_yaml(root / "configs" / "paper.yaml"), "name": "rehearsal"})
+    assert experiment_inputs(rehearsal) == {}
 
 
 def test_inputs_round_trip_through_the_command_line():

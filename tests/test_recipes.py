@@ -120,7 +120,7 @@ def test_what_the_pipeline_cannot_run_is_refused_without_a_waiver(paper_data):
     # the hourglass run cites the hourglass file's line
     assert "llama32_hourglass_K4L22_ratio0.9.yaml:25" in msg and "qk_norm_weight_decay" in msg
     assert "recipe_waive: [tie_embeddings, rope_scaling, qk_norm_weight_decay]" in msg
-    assert "fp8" not in msg  # supported since issue 13: applied, not refused
+    assert "fp8" not in msg  # supported: applied, not refused
 
 
 def test_fp8_is_in_the_configs_where_the_text_is_silent(paper):

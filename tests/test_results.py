@@ -356,7 +356,7 @@ def test_one_table_target_builds_only_that_table(exp, tmp_path):
     assert "hourglass_table2.csv" in tables and "hourglass_table1.csv" not in tables
 
 
-# ----------------------------------------------------------------------------- issue 16: what figures say
+# ----------------------------------------------------------------------------- what figures say
 
 
 def _texts(fig) -> str:
@@ -399,11 +399,13 @@ def test_figure4_puts_ours_on_its_own_axis_marked_scaled(default_ctx):
     from shapelm.results import figures as FG
 
     fig = FG.fig4_compute_fit(default_ctx)
-    assert len(fig.axes) == 2  # ours on a twin axis: another quantity than the paper's 5-task mean
+    paper_ax, ours_ax = fig.axes  # ours in a panel of its own: another quantity than the paper's 5-task mean
     text = _texts(fig)
-    assert "paper: average downstream accuracy (5 tasks)" in text and "another quantity" in text
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "average downstream accuracy (5 tasks)" in text and "another quantity" in text
+    assert ours_ax.get_ylim() == (0.0, 1.0)  # not autoscaled: a spread of 0.01 stays small
+    legend = [t.get_text() for t in ours_ax.get_legend().get_texts()]
     assert any("ours" in lab and "scaled down ↓" in lab for lab in legend), legend
+    assert not any("ours" in t.get_text() for t in paper_ax.get_legend().get_texts())
 
 
 def test_figure5_has_a_tick_at_the_papers_64k_point(default_ctx):

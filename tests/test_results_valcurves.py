@@ -235,3 +235,29 @@ def test_table6_maps_the_tiny_set_names_and_table7_averages_its_own_tasks(tmp_pa
     five = ("arc_easy", "hellaswag", "piqa", "sciq", "commonsense_qa")
     assert float(t7["hg906m_conv"]["avg_acc_ours_value"]) == pytest.approx(sum(tasks[t] for t in five) / 5)
     assert t7["hg906m_hg"]["avg_acc_ours_value"] == "" and t7["hg906m_hg"]["avg_ppl_ours_value"] == ""
+
+
+def test_the_tapered_heatmap_places_the_configured_runs_by_their_shape(tmp_path):
+    # the tiny default's pair is not named tp440m_*: its cells come from the runs' arch
+    from shapelm.plan.experiment import load_experiment
+    from shapelm.results.context import Context
+    from shapelm.results.figures import _heatmap_runs
+
+    root = Path(__file__).resolve().parents[1]
+    ctx = Context(load_experiment(root / "configs" / "default.yaml"), tmp_path / "results", tmp_path / "work")
+    cells, uniform = _heatmap_runs(ctx)
+    assert cells == {("cosine", "1p5_0p5"): "tp760m_cosine_1p5_0p5"} and uniform == "tp760m_uniform"
+
+
+def test_lws_curves_draw_a_band_over_the_seeds_of_a_seeded_run(default_ctx):
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    assert len(default_ctx.instances("lws_baseline_12l")) == 3
+    fig = FG.FIGURES["lws_fig4_val_ppl"][0](default_ctx)
+    ax = fig.axes[0]
+    assert any(isinstance(c, PolyCollection) for c in ax.collections)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("lws_baseline_12l" in lab and "3 seeds" in lab for lab in labels), labels
+    assert not any("lws_vanilla_12l" in lab and "seeds" in lab for lab in labels)
+    plt.close(fig)

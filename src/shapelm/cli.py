@@ -68,18 +68,36 @@ def _register(sub, name: str) -> None:
         register(sub)
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's help with its default, where it has one (not None, not an off switch)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _with_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every (sub-)parser's help shows the defaults: set here, once, not in each stage module."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _with_defaults(child)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command (`command` None), or of the module of `command` alone, with
     the others listed by name and help (what `shapelm --help` needs, no stage imported)."""
     parser = argparse.ArgumentParser(
         prog="shapelm", description="Experiments on the shape of Transformer language models.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     if command is None:
         for name in COMMAND_MODULES:
             _register(sub, name)
+        _with_defaults(parser)
         return parser
     wanted = COMMANDS[command][0] if command in COMMANDS else None
     if wanted:
@@ -87,6 +105,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, (_, help_text) in COMMANDS.items():
         if name not in sub.choices:
             sub.add_parser(name, help=help_text, add_help=False)
+    _with_defaults(parser)
     return parser
 
 

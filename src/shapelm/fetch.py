@@ -154,7 +154,8 @@ def task_input(task: str, needed_by: str) -> Input | None:
 def fetching(exp) -> bool:
     """Whether the experiment reads hub inputs: not the tiny default (its corpus stands in for
     them and no hub is assumed) nor a rehearsal (its inputs are made on this machine)."""
-    return exp.section("data").get("source", "default") != "default" and not exp.raw.get("rehearsal")
+    rehearsal = exp.raw.get("rehearsal") or exp.name == "rehearsal"  # rehearsal_config's name for its copy
+    return exp.section("data").get("source", "default") != "default" and not rehearsal
 
 
 def experiment_inputs(exp) -> dict[str, Input]:

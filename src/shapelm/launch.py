@@ -64,9 +64,10 @@ def _launch(args) -> int:
 def add_commands(subparsers) -> None:
     p = subparsers.add_parser("launch", help="start one process per GPU (srun in SLURM, else torchrun)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--nodes", type=int, default=1, help="nodes of the job (one process per GPU on each)")
     p.add_argument("--procs-per-node", type=int, default=1, help="processes (GPUs) per node")
     p.add_argument("--cpus-per-task", type=int, default=None, help="CPUs of each process (srun)")
     p.add_argument("--print", action="store_true", help="print the command instead of running it")
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- then a shapelm command and its arguments")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="-- then a shapelm command and its arguments")
     p.set_defaults(func=_launch)

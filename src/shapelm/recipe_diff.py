@@ -170,7 +170,7 @@ def to_markdown(exp, rows: list[dict[str, str]]) -> str:
              + "; ".join(f"{name}: {len(runs)} run(s)" + (f" ({', '.join(runs)})" if runs and name == "official" else "")
                          for name, runs in by.items()) + ".",
              "Sources: " + "; ".join(f"{r['repo']}@{r['commit'][:7]}" for r in repos.values())
-             + "; seed texts in /work/shared/seeds/. docs/PAPER_NOTES.md has the evidence.", ""]
+             + "; the papers' texts (README, Papers). docs/PAPER_NOTES.md has the evidence.", ""]
     for section, title in (("field", "Fields where the text and the code differ"),
                            ("derived", "Printed numbers under each recipe")):
         part = [r for r in rows if r["section"] == section]
@@ -227,6 +227,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d = rsub.add_parser("diff", help="every field where paper text and released code differ, with sources")
     d.add_argument("config", nargs="+", help="experiment config(s); later files overlay earlier ones")
     d.add_argument("--all", action="store_true", help="also list the fields on which both agree")
-    d.add_argument("--format", choices=("md", "csv"), default="md")
+    d.add_argument("--format", choices=("md", "csv"), default="md", help="output format")
     d.add_argument("--write", metavar="DIR", help=f"write {TABLE_NAME}.csv and {TABLE_NAME}.md into DIR")
     d.set_defaults(func=cmd_diff)

@@ -12,7 +12,7 @@ recipe and the run's own `train:` (which still wins):
 An official value the pipeline cannot run yet (`supported: false`: tied embeddings, Llama-3
 RoPE scaling, QK-norm weight decay, ...) is refused when the config loads, naming the field, its
 source and why, unless the experiment lists it in `recipe_waive`; the run then trains without
-it and its run config records the waiver under `recipe`. FP8 (`train.fp8`, issue 13) is applied
+it and its run config records the waiver under `recipe`. FP8 (`train.fp8`) is applied
 like any other key; the trainer refuses it off a CUDA SM89+ GPU. Where the choice changes a printed number, `shapelm.recipe_diff` computes both:
 Figure 4's fits and compute saving, 3B/8B GPU-hours against the papers' wall-clock claims, and
 parameter counts with untied vs tied embeddings.

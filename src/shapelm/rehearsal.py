@@ -263,5 +263,6 @@ def add_commands(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address the compute nodes reach this host at")
     p.add_argument("--port", type=int, default=0, help="HTTP port (default: one fixed per --inputs)")
     p.add_argument("--rewrite", action="store_true", help="write the inputs again")
-    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- SNAKEMAKE_ARGS")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- SNAKEMAKE_ARGS",
+                   help="Snakemake's arguments, after --")
     p.set_defaults(func=_rehearse)

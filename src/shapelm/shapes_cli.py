@@ -96,7 +96,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shapes", help="parameter, FLOP and KV-cache accounting of a config's runs")
     p.add_argument("config", help="experiment config (configs/*.yaml)")
-    p.add_argument("--format", choices=["md", "csv"], default="md")
+    p.add_argument("--format", choices=["md", "csv"], default="md", help="output format")
     p.add_argument("--runs", nargs="*", help="only these runs (default: all)")
     p.add_argument("--out", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_shapes)
@@ -113,6 +113,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--ratio-tolerance", type=float, default=RATIO_TOLERANCE,
                    help=f"refuse when the best d_h/d_model misses --ratio by more than this, relative, "
                         f"after trying finer d_h multiples ({RATIO_TOLERANCE})")
-    s.add_argument("--count", choices=COUNTS, default="non_embedding")
-    s.add_argument("--top", type=int, default=5)
+    s.add_argument("--count", choices=COUNTS, default="non_embedding", help="which parameters the target counts")
+    s.add_argument("--top", type=int, default=5, help="how many solutions to print")
     s.set_defaults(func=cmd_solve)

@@ -158,5 +158,6 @@ def add_commands(subparsers) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--directory", default=".", help="the workflow directory (default: .)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every answer")
-    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- SNAKEMAKE_ARGS")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- SNAKEMAKE_ARGS",
+                   help="Snakemake's arguments, after --")
     p.set_defaults(func=_check_submit)

@@ -89,8 +89,8 @@ def total_train_flops(run: dict[str, Any]) -> float:
     return per_token * recipe.total_steps * recipe.batch_tokens
 
 
-#: What a GPU cluster's partition allows, unless the experiment's `cluster:` section (or the
-#: profile, through `config: ["cluster={...}"]`) says otherwise.
+#: What a GPU cluster's partition allows, unless the experiment's `cluster:` section (for the
+#: paper: configs/overlays/cluster.yaml, which profiles/slurm merges in) says otherwise.
 CLUSTER_DEFAULTS: dict[str, Any] = {
     "max_runtime_min": 2880,  # the partition's MaxTime (48 h); longer runs are segmented
     "signal_lead_s": 600,     # --signal=USR1@600; also the trainer's checkpoint margin

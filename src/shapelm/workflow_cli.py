@@ -36,12 +36,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("resolve", help="write one run's resolved run config (JSON)")
-    r.add_argument("config")
-    r.add_argument("run")
-    r.add_argument("--out", required=True)
+    r.add_argument("config", help="the experiment config (YAML)")
+    r.add_argument("run", help="the run's name")
+    r.add_argument("--out", required=True, help="the JSON file to write")
     r.set_defaults(func=cmd_resolve)
     p = sub.add_parser("plan", help="GPU-hours per table and stage (measured or assumed MFU)")
-    p.add_argument("config")
+    p.add_argument("config", help="the experiment config (YAML)")
     p.add_argument("--measurements", default=None,
                    help="directory of benchmarks/gpu_check.py JSON files (default benchmarks/results)")
     p.set_defaults(func=cmd_plan)

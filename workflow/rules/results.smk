@@ -1,5 +1,6 @@
 # Tables and figures beside the paper's printed values; rows not yet run show as pending.
 import os
+import re
 
 from shapelm.results import artifacts as result_artifacts
 
@@ -25,12 +26,25 @@ ARTIFACTS = result_artifacts(EXP)
 ARTIFACT_PATHS = [a["path"] for a in ARTIFACTS]
 
 
+def _report_item(name):
+    """The report's label of an artifact, which it sorts by: numbers zero-padded, so within a
+    paper Table 2 comes before Table 10 ("table02" < "table10"), the paper's prefix dropped.
+    """
+    short = (
+        name.split("_", 1)[1]
+        if name.startswith(("hourglass_", "tapered_", "lws_"))
+        else name
+    )
+    return re.sub(r"\d+", lambda m: f"{int(m.group()):02d}", short)
+
+
 def _report(artifact):
     # Caption paths are relative to this rules file.
     return report(
         artifact["path"],
         caption=os.path.relpath(artifact["caption_path"], "workflow/rules"),
         category=artifact["category"],
+        labels={"item": f"{_report_item(artifact['name'])} ({artifact['kind']})"},
     )
 
 

@@ -26,7 +26,8 @@ def add_commands(subparsers) -> None:
                                                      "one saved with the model)")
     p.add_argument("--text-tokenizer", default=None,
                    help="the tokenizer a token directory's ids are in, to decode it for a Hugging Face model")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA where available)")
+    p.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="dtype the model runs in")
     p.add_argument("--out", required=True, help="results JSON (written atomically)")
     p.set_defaults(func=_novelty)

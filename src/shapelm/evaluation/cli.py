@@ -46,16 +46,16 @@ def add_commands(subparsers) -> None:
     p.add_argument("--data", nargs="+", required=True, help="held-out token directories")
     p.add_argument("--seq-len", type=int, default=4096, help="instance length (default 4096)")
     p.add_argument("--max-instances", type=int, default=None, help="per set (default: all)")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, default=1, help="sequences per forward pass")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA where available)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="auto: bfloat16 on CUDA, float32 on CPU")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--out", required=True, help="results JSON (written atomically)")
     p.set_defaults(func=_ppl)
 
     p = sub.add_parser("downstream", help="lm-eval tasks under OLMo's protocol")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="a checkpoint: a run directory or its final/")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or transformers dir")
     p.add_argument("--tasks", nargs="+", default=["olmo"],
                    help="task names (shapelm's, or any lm-eval task) or sets: olmo, tapered, heldout "
@@ -64,9 +64,9 @@ def add_commands(subparsers) -> None:
                    help="NAME=FILE.jsonl or NAME=HUB_ID[:CONFIG][@SPLIT], or a JSON/YAML mapping file")
     p.add_argument("--tasks-dir", default=None, help="where to write the task YAMLs (default: temp)")
     p.add_argument("--limit", type=int, default=None, help="examples per task (debugging)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--max-length", type=int, default=None)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass")
+    p.add_argument("--max-length", type=int, default=None, help="context window (default: the model's max_seq_len)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA where available)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="auto: bfloat16 on CUDA, float32 on CPU")
     p.add_argument("--bootstrap-iters", type=int, default=1000,
@@ -75,18 +75,18 @@ def add_commands(subparsers) -> None:
     p.add_argument("--lm-eval-output", default=None,
                    help="where lm-eval's own results.json and samples go (default: OUT's stem + _lm_eval)")
     p.add_argument("--no-samples", action="store_true", help="do not save lm-eval's per-example samples")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="where to write")
     p.set_defaults(func=_downstream)
 
     p = sub.add_parser("make-tasks", help="small downstream tasks from held-out text")
     p.add_argument("--text", nargs="+", required=True,
                    help="held-out token directories, text files or directories of text files")
     p.add_argument("--tokenizer", default=None, help="needed to decode token directories")
-    p.add_argument("--out", required=True)
-    p.add_argument("--n-mc", type=int, default=200)
-    p.add_argument("--n-ce", type=int, default=200)
-    p.add_argument("--n-choices", type=int, default=4)
-    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--out", required=True, help="where to write")
+    p.add_argument("--n-mc", type=int, default=200, help="multiple-choice examples")
+    p.add_argument("--n-ce", type=int, default=200, help="continuation (CE) examples")
+    p.add_argument("--n-choices", type=int, default=4, help="choices per multiple-choice example")
+    p.add_argument("--seed", type=int, default=1234, help="random seed of the example selection")
     p.add_argument("--standins", nargs="*", default=[], metavar="TASK",
                    help="tasks or sets (olmo, tapered) to write stand-in data for: --n-mc items each, "
                         "cut from the same text in the task's hub schema (docs/EVALUATION.md)")
@@ -94,9 +94,9 @@ def add_commands(subparsers) -> None:
 
     p = subparsers.add_parser("export-hf", help="a Hugging Face model directory from a checkpoint")
     p.add_argument("checkpoint", help="run directory (DIR/final) or weights dir")
-    p.add_argument("out")
+    p.add_argument("out", help="the Hugging Face model directory to write")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or transformers dir to include")
     p.add_argument("--remote-code", action="store_true",
                    help="always use the trust_remote_code architecture")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="dtype of the exported weights")
     p.set_defaults(func=_export)

@@ -73,7 +73,8 @@ class ShapelmLM(TemplateLM):
         if tokenizer is None and pretrained is not None:
             tokenizer = find_tokenizer_near(pretrained)
         if tokenizer is None:
-            raise EvalError("ShapelmLM: pass tokenizer=<tokenizer.json or transformers dir>")
+            raise EvalError(f"{pretrained}: no tokenizer beside the checkpoint or named by its manifest; "
+                            "pass tokenizer=<tokenizer.json, a transformers dir or a hub id>")
         self.tok = tokenizer if isinstance(tokenizer, TextTokenizer) else TextTokenizer.load(tokenizer)
         if self.tok.vocab_size > model.config.vocab_size:
             raise EvalError(

@@ -155,22 +155,51 @@ class TextTokenizer:
 
 
 def find_tokenizer_near(model_path: str | os.PathLike) -> str | None:
-    """A tokenizer saved beside a checkpoint (DIR/tokenizer.json, DIR/final/, or the manifest)."""
+    """The tokenizer of a checkpoint: one saved beside it (DIR/tokenizer.json, DIR/final/), the
+    manifest's ``tokenizer``, else the one its training tokens are in (the run manifest's
+    ``data.dir``, whose token manifest names it: the default corpus' file, a re-encoded scale's
+    tokenizer, the OLMo slicer's dolma2); a DAG run directory needs no ``tokenizer=``."""
     p = Path(model_path)
     for cand in (p, p / "final"):
         if (cand / "tokenizer_config.json").is_file() or (cand / "tokenizer.json").is_file():
             return str(cand)
-    manifest = p / "manifest.json"
-    if manifest.is_file():
-        try:
-            m = json.loads(manifest.read_text())
-        except json.JSONDecodeError:
-            return None
-        for key in ("tokenizer",):
-            val = m.get(key) or (m.get("config") or {}).get("data", {}).get(key)
-            if isinstance(val, str):
-                return val
+    for manifest in (p / "manifest.json", p.parent / "manifest.json"):  # DIR, or DIR/final given
+        m = _read_json(manifest)
+        if m is None:
+            continue
+        val = m.get("tokenizer") or (m.get("config") or {}).get("data", {}).get("tokenizer")
+        if isinstance(val, str):
+            return val
+        tokens = (m.get("data") or {}).get("dir")
+        if isinstance(tokens, str):
+            return tokenizer_of_tokens(tokens)
     return None
+
+
+def tokenizer_of_tokens(token_dir: str | os.PathLike) -> str | None:
+    """The tokenizer a token directory's manifest says its ids are in, or None."""
+    d = Path(token_dir)
+    m = _read_json(d / "manifest.json")
+    if m is None:
+        return None
+    spec = m.get("tokenizer")
+    if isinstance(spec, str):
+        for base in (d, d.parent):  # the default corpus names its file, one level up from a split
+            if (base / spec).is_file():
+                return str(base / spec)
+        return spec  # a hub id or a path, as the re-encoding was given it
+    if m.get("kind") == "olmo-slice":
+        from shapelm.data.validation import load_olmo_config
+
+        return load_olmo_config()["tokenizer"]
+    return None
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except json.JSONDecodeError:
+        return None
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:

@@ -1,4 +1,4 @@
-"""Tables and figures beside the papers' printed values (issue 9).
+"""Tables and figures beside the papers' printed values.
 
     build_results(config_or_experiment, results_dir, figures_dir, work_dir) -> list[Path]
     artifacts(experiment, results_dir=None, figures_dir=None) -> list[dict]

@@ -25,9 +25,9 @@ def add_commands(subparsers) -> None:
     b.set_defaults(func=run_build)
 
     ls = sub.add_parser("list", help="print every artifact build writes (deterministic)")
-    ls.add_argument("config")
-    ls.add_argument("--results-dir")
-    ls.add_argument("--figures-dir")
+    ls.add_argument("config", help="the experiment config (YAML)")
+    ls.add_argument("--results-dir", help="results folder (default: the experiment's)")
+    ls.add_argument("--figures-dir", help="figures folder (default: the experiment's)")
     ls.add_argument("--json", action="store_true", help="one JSON object per line, with captions")
     ls.set_defaults(func=run_list)
 
@@ -39,8 +39,8 @@ def add_commands(subparsers) -> None:
     cmp.set_defaults(func=run_compare)
 
     c = sub.add_parser("captions", help="write the .rst captions of every artifact (for snakemake --report)")
-    c.add_argument("config")
-    c.add_argument("--report-dir", default="workflow/report")
+    c.add_argument("config", help="the experiment config (YAML)")
+    c.add_argument("--report-dir", default="workflow/report", help="where the report's captions go")
     c.set_defaults(func=run_captions)
 
 

@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 from shapelm import reference as R  # noqa: E402
 from shapelm import files  # noqa: E402
@@ -177,61 +178,67 @@ def _our_acc_tasks(ctx: Context, runs: list[str]) -> list[str]:
 
 
 def fig4_compute_fit(ctx: Context) -> plt.Figure:
-    """Paper points on the left axis (its 5-task average), ours on a right axis of their own: our
-    Avg Acc averages whatever tasks the experiment runs, another quantity at another compute."""
+    """Paper points and fits on the left; ours in a panel of their own on the right, on an
+    accuracy axis from 0 to 1: our Avg Acc averages whatever tasks the experiment runs, another
+    quantity at another compute, and an autoscaled axis would blow a spread of 0.01 up to full height."""
     table = "hourglass_fig4_compute_fit"
-    fig, ax = plt.subplots(figsize=(7.6, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1.4, 1]})
     paper = C.fig4_points_paper()
     ours = C.fig4_points_ours(ctx)
     pfits = C.fig4_fits(paper)
     ofits = C.fig4_fits(ours)
-    allc = [c for v in paper.values() for c in v[0]] + [c for v in ours.values() for c in v[0]]
-    lo, hi = math.log10(min(allc)) - 0.1, math.log10(max(allc)) + 0.1
-    grid = [lo + (hi - lo) * i / 50 for i in range(51)]
     names = {"conv": "conventional", "hg": "hourglass"}
     our_runs = [r for a in ours for r in ours[a][2]]
-    have_ours = bool(our_runs)
-    ax2 = ax.twinx() if have_ours else None
     scaled = _scaled_note(ctx, table, our_runs)
-    handles = []
     for i, arch in enumerate(("conv", "hg")):
         col = ARCH_COLOR[arch]
-        handles.append(ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55,
-                                  zorder=3, label=f"paper {names[arch]} (Table 2)"))
+        ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55, zorder=3,
+                   label=f"paper {names[arch]} (Table 2)")
         fit = pfits[i]
         if fit:  # drawn over the paper's own compute range: a log fit says nothing far outside it
             pc = [math.log10(c) for c in paper[arch][0]]
             pgrid = [min(pc) - 0.1 + (max(pc) - min(pc) + 0.2) * k / 20 for k in range(21)]
-            handles += ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--",
-                               lw=0.9, label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
+            ax.plot([10 ** g for g in pgrid], [fit.a + fit.b * g for g in pgrid], color=col, ls="--",
+                    lw=0.9, label=f"paper fit {names[arch]}: R²={fit.r2:.3f}")
         if ours[arch][0]:
-            handles.append(ax2.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4,
-                                       marker="v" if scaled else "o",
-                                       label=f"ours {names[arch]}{scaled} (right axis)"))
+            ax2.scatter(ours[arch][0], ours[arch][1], color=col, s=45, zorder=4, marker="v" if scaled else "o",
+                        label=f"ours {names[arch]}{scaled}")
             fit = ofits[i]
             if fit:
-                handles += ax2.plot([10 ** g for g in grid], [fit.a + fit.b * g for g in grid], color=col, lw=1.4,
-                                    label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
-    if not have_ours:
-        configured = ctx.runs_for_table(table)
-        ax.text(0.98, 0.05, "ours: pending (no downstream.json yet)" if configured else
-                "ours: no runs configured", transform=ax.transAxes, ha="right", fontsize=9, color="#888888")
+                oc = [math.log10(c) for c in ours[arch][0]]
+                ogrid = [min(oc) - 0.1 + (max(oc) - min(oc) + 0.2) * k / 20 for k in range(21)]
+                ax2.plot([10 ** g for g in ogrid], [fit.a + fit.b * g for g in ogrid], color=col, lw=1.4,
+                         label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
     saving = pfits[2]
-    txt = f"paper: 8.7% less compute at matched accuracy (recomputed from printed points: {saving:.1%})"
-    if ofits[2] is not None:
-        txt += f"\nours: {ofits[2]:.1%}"
-    # clear of our points, which sit at the far left (tiny compute)
-    ax.text(0.12 if have_ours else 0.01, 0.97, txt, transform=ax.transAxes, va="top", fontsize=7)
+    ax.text(0.01, 0.97, f"8.7% less compute at matched accuracy (printed);\nrecomputed from the printed points: "
+            f"{saving:.1%}", transform=ax.transAxes, va="top", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("total training compute C (FLOPs)")
-    ax.set_ylabel("paper: average downstream accuracy (5 tasks)")
-    if ax2 is not None:
-        tasks = _our_acc_tasks(ctx, our_runs)
-        ax2.set_ylabel(f"ours: Avg Acc over {', '.join(tasks) or 'our tasks'}\n(another quantity{scaled})",
-                       fontsize=8)
-    ax.set_title("Figure 4: accuracy vs training compute, fits Acc = a + b log C")
-    ax.legend(handles=handles, fontsize=7, loc="lower right", ncol=1, bbox_to_anchor=(1.0, 0.1))
+    ax.set_ylabel("average downstream accuracy (5 tasks)")
+    ax.set_title("paper: Acc = a + b log C", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3, which="both")
+    if our_runs:
+        tasks = _our_acc_tasks(ctx, our_runs)
+        ax2.set_xscale("log")
+        our_c = [c for a in ours for c in ours[a][0]]
+        ax2.set_xlim(min(our_c) / 3, max(our_c) * 3)  # a decade or so: readable ticks, no minor labels
+        ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax2.set_ylim(0, 1)
+        ax2.set_ylabel(f"Avg Acc over {', '.join(tasks) or 'our tasks'}", fontsize=8)
+        ax2.legend(fontsize=7, loc="upper left")
+        if ofits[2] is not None:
+            ax2.text(0.98, 0.97, f"ours: {ofits[2]:.1%} less compute at matched accuracy",
+                     transform=ax2.transAxes, ha="right", va="top", fontsize=7)
+    else:
+        _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
+                 else "ours: no runs configured")
+        ax2.set_yticks([])
+    ax2.set_xlabel("total training compute C (FLOPs)")
+    ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1", fontsize=10)
+    ax2.grid(alpha=0.3, which="both")
+    fig.suptitle("Hourglass Figure 4: accuracy vs training compute", fontsize=11)
+    fig.tight_layout()
     return fig
 
 
@@ -385,20 +392,26 @@ def _sets_ppl(ctx: Context, run: str) -> float | None:
     return p.val_ppl if p else None
 
 
+def _heatmap_runs(ctx: Context) -> tuple[dict[tuple[str, str], str], str]:
+    """{(schedule, ratio): run} of the configured runs listing Tapered Table 1, placed by their
+    shape (the tiny default's pair is not named tp440m_*), and the uniform run ('' if none)."""
+    cells: dict[tuple[str, str], str] = {}
+    uniform = ""
+    for run in ctx.runs_for_table("tapered_table1"):
+        arch = _arch_of(ctx, run)
+        if arch.get("kind") == "tapered" and "start" in arch and "end" in arch:
+            ratio = f"{float(arch['start']):g}_{float(arch['end']):g}".replace(".", "p")
+            cells.setdefault((str(arch.get("schedule")), ratio), run)
+        elif arch.get("kind") == "conventional" and not uniform:
+            uniform = run
+    return cells, uniform
+
+
 def tapered_heatmap(ctx: Context) -> plt.Figure:
     fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
+    our_cells, our_uniform = _heatmap_runs(ctx)
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
     ours = {1: _indist_ppl, 2: _sets_ppl}  # the paper's quantity first, the held-out sets beside it
-    # Our cells from the runs that list Table 1, by their schedule and ratio (the tiny default's
-    # pair has other names than the paper's tp440m_*).
-    by_cell = {"uniform": "tp440m_uniform"}
-    for name in ctx.runs_for_table("tapered_table1"):
-        arch = ctx.exp.runs[name]["arch"]
-        if arch.get("kind") == "tapered" and arch.get("schedule") in SCHEDULES:
-            ratio = f"{arch['start']:g}_{arch['end']:g}".replace(".", "p")
-            by_cell.setdefault((arch["schedule"], ratio), name)
-        elif arch.get("kind") == "conventional":
-            by_cell["uniform"] = name
     for k, (ax, who) in enumerate(zip(axes, ("paper (prose; 11 of 15 cells missing)",
                                              "ours, in-distribution split", "ours, held-out sets"))):
         grid: list[list[float]] = []
@@ -408,16 +421,15 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
             for r in RATIOS:
                 run = f"tp440m_{s}_{r}"
                 v = None
-                if k > 0:
-                    run = by_cell.get((s, r), run)
                 if k == 0:
                     try:
                         v = R.printed("tapered_table1", run, "val_ppl").value
                     except KeyError:
                         v = None
                 else:
-                    v = ours[k](ctx, run)
-                    if not ctx.has_run(run):
+                    mine = our_cells.get((s, r))
+                    v = ours[k](ctx, mine) if mine else None
+                    if not mine:
                         unconfigured.add((len(grid), len(row)))
                 row.append(float("nan") if v is None else v)
             grid.append(row)
@@ -435,10 +447,11 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
         ax.set_yticks(range(len(SCHEDULES)))
         ax.set_yticklabels(SCHEDULES)
         ax.set_xlabel("d_ff start/end multiplier (first layer / last layer)")
-        base = uniform_p if k == 0 else ours[k](ctx, by_cell["uniform"])
-        missing = "not configured" if k > 0 and not ctx.has_run(by_cell["uniform"]) else "pending"
-        ax.set_title(f"{who}: validation PPL (uniform: {base:.2f})" if base else f"{who}: validation PPL "
-                     f"(uniform: {missing})", fontsize=9)
+        base = uniform_p if k == 0 else (ours[k](ctx, our_uniform) if our_uniform else None)
+        missing = "not configured" if k > 0 and not our_uniform else "pending"
+        runs_note = f", {_scales(ctx, [our_uniform, *our_cells.values()])}" if k > 0 and our_cells else ""
+        ax.set_title(f"{who}{runs_note}: validation PPL (uniform: {base:.2f})" if base else
+                     f"{who}: validation PPL (uniform: {missing})", fontsize=9)
         if finite:
             fig.colorbar(im, ax=ax, label="validation PPL")
     fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better); the paper "
@@ -453,8 +466,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     rows = R.table("tapered_fig2_blocks")
     xs = range(len(rows))
     drawn: set[str] = set()
-    ours_all = [v for r in rows for v in (_indist_ppl(ctx, r["run"]), _sets_ppl(ctx, r["run"])) if v]
-    bottom = 0.9 * min([R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value for r in rows] + ours_all)
+    bottom = 0.0  # bars start at zero: a cut axis makes an 8% difference look twice as tall
     for i, r in enumerate(rows):
         p = R.printed("tapered_fig2_blocks", r["run"], "val_ppl").value
         ax.bar(i - 0.22, p, width=0.28, facecolor="none", edgecolor="#d62728", hatch="//",
@@ -478,7 +490,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_xlim(-0.6, len(rows) - 0.4 + 0.1)  # room for the "ours" slots of the last row
     ax.set_ylim(bottom, None)
-    ax.set_ylabel("validation perplexity")
+    ax.set_ylabel("validation perplexity (axis from 0)")
     ax.set_title("Tapered Figure 2: three equal blocks, MLP width multipliers (440M)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # clear of the bars
     ax.grid(alpha=0.3, axis="y")
@@ -513,8 +525,8 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
     runs = ctx.runs_for_table("tapered_fig4_novelty")
     paper = {q: (R.printed("tapered_sec4_novelty", f"novelty_rho_{q}", "r_min").value,
                  R.printed("tapered_sec4_novelty", f"novelty_rho_{q}", "r_max").value) for q in ("mlp", "block")}
-    for ax, q, title in ((axes[0], "mlp", "ρ_l^MLP: MLP write vs the residual it joins"),
-                         (axes[1], "block", "ρ_l^block: layer write vs its input")):
+    for ax, q, title in ((axes[0], "mlp", r"$\rho_l^{\mathrm{MLP}}$: MLP write vs the residual it joins"),
+                         (axes[1], "block", r"$\rho_l^{\mathrm{block}}$: layer write vs its input")):
         ax.set_title(title, fontsize=9)
         for i, (label, data, ours) in enumerate(results):
             rho = data.get(f"rho_{q}") or []
@@ -553,7 +565,7 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
             ax.scatter([k + 0.25 * (i / max(1, len(results) - 1) - 0.5)], [r], color=col,
                        marker="o" if ours else "s", s=28, zorder=3)
     ax.set_xticks([0, 1])
-    ax.set_xticklabels(["ρ^MLP", "ρ^block"])
+    ax.set_xticklabels([r"$\rho^{\mathrm{MLP}}$", r"$\rho^{\mathrm{block}}$"])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(-1.05, 1.1)
     ax.axhline(0, color="black", lw=0.6)
@@ -675,10 +687,26 @@ def _lws_label(ctx: Context, run: str, paper: bool = True) -> str:
     return text
 
 
-def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float, end: float) -> None:
+#: Units training tokens are drawn in: the largest the run's total reaches (a tiny run's 246K
+#: tokens would print as 0.000246 billions).
+TOKEN_UNITS = ((1e9, "billions", "B"), (1e6, "millions", "M"), (1e3, "thousands", "K"), (1.0, "", ""))
+
+
+def _token_unit(total: float) -> tuple[float, str, str]:
+    """(divisor, axis word, suffix) for token counts up to `total`."""
+    return next(u for u in TOKEN_UNITS if total >= u[0])
+
+
+def _tokens_text(n: float, total: float) -> str:
+    div, _, suffix = _token_unit(total)
+    return f"{n / div:.3g}{suffix}"
+
+
+def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float, end: float,
+                 div: float = 1e9) -> None:
     """x from start to end; y fitted to the points inside (a bump at the end stays visible)."""
     inside = [y for xs, ys in curves for x, y in zip(xs, ys) if start <= x <= end]
-    ax.set_xlim(start / 1e9, end / 1e9)
+    ax.set_xlim(start / div, end / div)
     if not inside:
         _pending(ax, "no points in the zoomed range yet")
     else:
@@ -687,9 +715,25 @@ def _zoom_limits(ax, curves: list[tuple[list[float], list[float]]], start: float
         ax.set_ylim(lo - pad, hi + pad)
 
 
+def _seed_band(ctx: Context, run: str, get) -> tuple[list[float], list[float], list[float], int] | None:
+    """(x, min, max, n seeds) over the seeds of a run with `seeds:` at the x all of them have;
+    None for a run of one seed (or fewer than two seeds with a curve yet)."""
+    curves = [c for c in (get(name) for name in ctx.instances(run)) if c]
+    if len(curves) < 2:
+        return None
+    at = [dict(zip(*c)) for c in curves]
+    xs = sorted(set.intersection(*(set(a) for a in at)))
+    if not xs:
+        return None
+    return xs, [min(a[x] for a in at) for x in xs], [max(a[x] for a in at) for x in xs], len(curves)
+
+
 def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
                  pending: str, paper: bool = True) -> bool:
-    """Every run's curve on one axis (tokens in billions); `zoom`: only the last fraction."""
+    """Every run's curve on one axis (tokens in the unit the total reads best in); `zoom`: only
+    the last fraction."""
+    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
+    div, unit, _ = _token_unit(total)
     curves = []
     for run in runs:
         c = get(run)
@@ -698,16 +742,21 @@ def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, yla
             ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
             continue
         curves.append(c)
-        ax.plot([x / 1e9 for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
-                ms=3, **style, label=_lws_label(ctx, run, paper))
-    total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
+        band = _seed_band(ctx, run, get)
+        label = _lws_label(ctx, run, paper)
+        if band:
+            xs, lo, hi, n = band
+            ax.fill_between([x / div for x in xs], lo, hi, color=style.get("color"), alpha=0.2, lw=0)
+            label += f"; band: min-max of {n} seeds"
+        ax.plot([x / div for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
+                ms=3, **style, label=label)
     if not curves:
         _pending(ax, pending)
-        ax.set_xlim(0, total / 1e9)
+        ax.set_xlim(0, total / div)
         ax.set_yticks([])
     elif zoom:
-        _zoom_limits(ax, curves, (1 - zoom) * total, total)
-    ax.set_xlabel("training tokens (billions)")
+        _zoom_limits(ax, curves, (1 - zoom) * total, total, div)
+    ax.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if runs:
@@ -744,9 +793,9 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
     for ax, zoom in zip(axes, (None, LWS_VAL_ZOOM)):
-        start = (1 - zoom) * total / 1e9 if zoom else 0
         ax.set_title("all of training" if not zoom else
-                     f"zoomed: {start:.3g}B to {total / 1e9:.3g}B tokens (last {zoom:.0%})", fontsize=10)
+                     f"zoomed: {_tokens_text((1 - zoom) * total, total)} to {_tokens_text(total, total)} "
+                     f"tokens (last {zoom:.0%})", fontsize=10)
         if not runs:
             _no_runs(ax, ctx, "LWS Figure 5")
             continue
@@ -763,7 +812,8 @@ def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -
     runs = ctx.runs_for_table(table)
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
-    rng = f" (zoomed: {(1 - zoom) * total / 1e9:.3g}B to {total / 1e9:.3g}B tokens)" if zoom and runs else ""
+    rng = (f" (zoomed: {_tokens_text((1 - zoom) * total, total)} to {_tokens_text(total, total)} tokens)"
+           if zoom and runs else "")
     ax.set_title(title + rng + _scaled_note(ctx, table, runs), fontsize=10)
     if not runs:
         _no_runs(ax, ctx, title)

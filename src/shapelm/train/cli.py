@@ -70,7 +70,8 @@ def add_commands(subparsers) -> None:
                    help="training token directory (default: the run config's data.train_dir)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
                    help="stop after update N with a checkpoint (the schedule still spans the run)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="cpu, cuda, cuda:N or auto (CUDA where available)")
     p.add_argument("--peak-flops", type=float, default=None, metavar="F",
                    help="peak FLOP/s per device for MFU (default: by GPU name; none on CPU)")
     p.add_argument("--time-limit", type=float, default=None, metavar="MIN",
