@@ -100,6 +100,12 @@ def evaluate_store(
         "n_tokens": int(sum(counts)),
         "loss": loss,
         "ppl": perplexity(loss),
+        # Per batch of `block_size` consecutive instances (one instance at the default batch
+        # size 1): the units a paired bootstrap resamples to put an interval on the difference
+        # between two models scored on the same instances (shapelm.results.intervals).
+        "block_size": batch_size,
+        "block_losses": [s / c for s, c in zip(ce_sums, counts)],
+        "block_tokens": counts,
     }
 
 
