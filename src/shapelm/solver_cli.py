@@ -27,13 +27,13 @@ def add_joint_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def _grid(items: list[str]) -> dict[str, list]:
-    grid: dict[str, list] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--grid expects KEY=V1,V2,..., got {item!r}")
-        key, values = item.split("=", 1)
-        grid[key] = [yaml.safe_load(v) for v in values.split(",") if v]
-        if not grid[key]:
+    """KEY=V1,V2,... -> {KEY: [V1, V2, ...]} (each value read as YAML)."""
+    from shapelm.shapes_cli import _parse_fixed
+
+    grid = {key: [yaml.safe_load(v) for v in str(raw).split(",") if v]
+            for key, raw in _parse_fixed(items).items()}
+    for key, values in grid.items():
+        if not values:
             raise ConfigError(f"--grid {key}: no values")
     return grid
 
