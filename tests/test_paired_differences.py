@@ -55,3 +55,29 @@ def test_item_accuracy_difference():
     arm = np.where(rng.random(2000) < 0.1, 1.0, base)  # the arm fixes ~10% of items
     acc = I.paired_mean_bootstrap(arm, base, n_boot=500)
     assert acc.lo > 0 and acc.lo <= acc.estimate <= acc.hi and acc.n == 2000
+
+
+def test_paired_table_reads_per_instance_losses_of_the_compared_runs(tmp_path):
+    """End to end on the tiny config: the hourglass/conventional pair's ppl.json files -> a
+    measured row whose interval excludes zero on the claimed side; a pair without files pending."""
+    import json
+
+    from shapelm.results import load
+    from shapelm.results.context import Context
+
+    exp = load("configs/default.yaml")
+    rng = np.random.default_rng(0)
+    difficulty = {s: rng.normal(6.0, 0.4, 64) for s in ("default_web", "default_code")}
+    for run, shift in (("hg906m_conv", 0.0), ("hg906m_hg", -0.05)):
+        sets = {s: {"loss": float(d.mean() + shift), "ppl": float(np.exp(d.mean() + shift)),
+                    "instance_losses": list(d + shift + rng.normal(0, 0.01, 64)), "instance_tokens": [255] * 64}
+                for s, d in difficulty.items()}
+        path = tmp_path / "runs" / run / "ppl.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": 6.0 + shift, "val_ppl": 400.0}}))
+    rows = {(r["arm"], r["base"]): r for r in I.paired_table(Context(exp, tmp_path, tmp_path / "work")).rows}
+    row = rows[("hg906m_hg", "hg906m_conv")]
+    assert row["status"] == "measured" and row["units"] == 128
+    assert row["d_loss_lo"] < -0.05 < row["d_loss_hi"] < 0
+    assert row["holds_95"] == (row["claimed_sign"] == "-")
+    assert rows[("lws_vanilla_12l", "lws_baseline_12l")]["status"] == "pending"

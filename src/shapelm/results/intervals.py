@@ -3,7 +3,7 @@
 For every pair a paper compares (an hourglass run against the conventional run of its scale and
 ablation, a tapered schedule against the uniform run of its backbone and scale, an LWS variant
 against the baseline of its depth), the difference arm - base in held-out loss and PPL with a
-paired bootstrap over the evaluation instances both arms were scored on (ppl.json's per-block
+paired bootstrap over the evaluation instances both arms were scored on (ppl.json's per-instance
 losses: the same token windows, resampled jointly, within each held-out set), the downstream
 accuracy difference over lm-eval's items (its per-item samples, paired by doc_id), and where the
 arm has seeds, the seed-to-seed spread of each arm. `holds` says whether the paper's claimed sign
@@ -172,9 +172,9 @@ def _units(ctx, run: str) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
             continue
         sets = []
         for name, s in sorted(data["sets"].items()):
-            if not isinstance(s, dict) or not s.get("block_losses"):
+            if not isinstance(s, dict) or not s.get("instance_losses"):
                 return None
-            sets.append((name, np.asarray(s["block_losses"], float), np.asarray(s["block_tokens"], float)))
+            sets.append((name, np.asarray(s["instance_losses"], float), np.asarray(s["instance_tokens"], float)))
         per_seed.append(sets)
     if not per_seed:
         return None
@@ -264,8 +264,8 @@ def pair_row(ctx, arm: str, base: str, seed: int = 0) -> dict[str, Any]:
 def paired_table(ctx) -> PlainTable:
     rows = [pair_row(ctx, a, b) for a, b in pairs(ctx)]
     notes = [
-        "Intervals: percentile bootstrap over evaluation units (a unit: one token window of a held-out set, "
-        "or one batch of them when evaluated in batches), resampled jointly for both arms within each set; "
+        "Intervals: percentile bootstrap over evaluation instances (token windows of a held-out set), "
+        "resampled jointly for both arms within each set; "
         "Δ loss is the change of the mean over sets of each set's loss (the papers' aggregate).",
         "They cover evaluation-sample noise only; training noise is the seed std (sample std, ddof 1) where "
         "a run has seeds. A difference smaller than the seed std is not evidence for either shape.",
