@@ -47,7 +47,7 @@ class Interval:
     estimate: float
     lo: float
     hi: float
-    n: int  # units resampled (instances, blocks or items)
+    n: int  # units resampled (evaluation instances or lm-eval items)
 
     def holds(self, sign: int) -> bool:
         """The whole interval on the side of `sign` (-1: below zero, +1: above)."""
