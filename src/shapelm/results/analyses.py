@@ -1,5 +1,5 @@
 """Tables and figures beyond the papers' own: paired differences with intervals, scaling-law fits
-per shape family (docs/RESULTS.md). Each is a plain table of our numbers (no paper column): rows
+per shape family, the equal-budget table across the papers (docs/RESULTS.md). Each is a plain table of our numbers (no paper column): rows
 of named values, written as CSV, Markdown and LaTeX beside the paper tables.
 
     TABLES:  name -> (title, caption, builder(ctx) -> PlainTable)
@@ -86,25 +86,27 @@ def write_plain_table(t: PlainTable, tables_dir: Path) -> list[Path]:
 
 
 def _tables() -> dict[str, tuple[str, str, Callable]]:
-    from shapelm.results import intervals, scaling
+    from shapelm.results import equal_budget, intervals, scaling
 
     return {
         "paired_differences": (intervals.TITLE, intervals.CAPTION, intervals.paired_table),
         "scaling_fits": (scaling.TITLE, scaling.CAPTION, scaling.scaling_table),
+        "equal_budget": (equal_budget.TITLE, equal_budget.CAPTION, equal_budget.equal_budget_table),
     }
 
 
 def _figures() -> dict[str, tuple[Callable, str]]:
-    from shapelm.results import intervals, scaling
+    from shapelm.results import equal_budget, intervals, scaling
 
     return {
         "paired_differences": (intervals.paired_figure, intervals.CAPTION),
         "scaling_fits": (scaling.scaling_figure, scaling.CAPTION),
+        "equal_budget": (equal_budget.equal_budget_figure, equal_budget.CAPTION),
     }
 
 
-TABLE_NAMES = ("paired_differences", "scaling_fits")
-FIGURE_NAMES = ("paired_differences", "scaling_fits")
+TABLE_NAMES = ("paired_differences", "scaling_fits", "equal_budget")
+FIGURE_NAMES = ("paired_differences", "scaling_fits", "equal_budget")
 
 
 def table_caption(name: str) -> str:
