@@ -111,3 +111,18 @@ def test_checkpoint_shape_disagreeing_with_config_is_named(setup, tmp_path, caps
     rc = main(["eval", "ppl", "--model", str(tmp_path / "nothing"), "--data", str(root / "val/web"),
                "--out", str(tmp_path / "x.json")])
     assert rc == 2 and "no such checkpoint" in capsys.readouterr().err
+
+
+def test_per_instance_losses_are_each_windows_loss_in_order(setup):
+    """ppl.json's instance_losses (the paired bootstrap's units): window i's own mean CE, the
+    same with any batch size, and their token-weighted mean is the set's loss."""
+    root, model, sets = setup
+    res = {b: evaluate_perplexity(model, [root / "val/web"], seq_len=16, batch_size=b, progress=False)
+           for b in (1, 4)}
+    one, four = res[1]["sets"]["web"], res[4]["sets"]["web"]
+    assert len(one["instance_losses"]) == one["n_instances"] == 6
+    assert four["instance_losses"] == pytest.approx(one["instance_losses"], rel=1e-5)
+    for i in (0, 5):
+        assert one["instance_losses"][i] == pytest.approx(manual_loss(model, sets["web"][i * 16:(i + 1) * 16], 16),
+                                                          rel=1e-5)
+    assert np.average(four["instance_losses"], weights=four["instance_tokens"]) == pytest.approx(four["loss"])

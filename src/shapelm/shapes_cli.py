@@ -71,6 +71,12 @@ def _parse_fixed(items: list[str]) -> dict[str, object]:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    if args.grid:
+        from shapelm.solver_cli import cmd_solve_joint
+
+        return cmd_solve_joint(args)
+    if not args.target:
+        raise ConfigError("solve: --target (parameters) is required without --grid")
     arch = {"kind": args.kind, **_parse_fixed(args.set)}
     target = parse_count(args.target)
     candidates = solve(
@@ -102,7 +108,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_shapes)
 
     s = sub.add_parser("solve", help="find widths that land a shape on a parameter budget")
-    s.add_argument("--target", required=True, help="parameter target, e.g. 906.1M")
+    s.add_argument("--target", help="parameter target, e.g. 906.1M")
     s.add_argument("--kind", default="hourglass", help="builder kind (hourglass, conventional, ...)")
     s.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="fixed builder keys, e.g. n_layers=12 k=4 d_attn=1536 n_heads=16")
@@ -115,4 +121,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         f"after trying finer d_h multiples ({RATIO_TOLERANCE})")
     s.add_argument("--count", choices=COUNTS, default="non_embedding", help="which parameters the target counts")
     s.add_argument("--top", type=int, default=5, help="how many solutions to print")
+    from shapelm.solver_cli import add_joint_arguments
+
+    add_joint_arguments(s)
     s.set_defaults(func=cmd_solve)

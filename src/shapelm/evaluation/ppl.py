@@ -50,6 +50,20 @@ def batch_ce_sum(model, inputs: torch.Tensor, labels: torch.Tensor, count,
     return out.ce_loss.detach().double() * count
 
 
+def instance_ce_sums(model, inputs: torch.Tensor, labels: torch.Tensor,
+                     loss_chunk_tokens: int | None = 4096) -> torch.Tensor:
+    """Summed next-token cross-entropy of each instance of a batch (float64, on the device): one
+    batched forward to the final hidden states, then the vocabulary projection and CE instance by
+    instance in token chunks (the model's own chunked loss), so per-instance values cost no
+    second forward and never hold [batch, tokens, vocab] logits."""
+    from shapelm.model.transformer import _chunked_loss_sums
+
+    h = model.hidden_states(inputs, None, 0)
+    chunk = loss_chunk_tokens or h.shape[1]
+    return torch.stack([_chunked_loss_sums(h[i], model.lm_head.weight, labels[i], chunk)[0].double()
+                        for i in range(h.shape[0])])
+
+
 @torch.no_grad()
 def evaluate_store(
     model,
@@ -88,9 +102,9 @@ def evaluate_store(
         block = np.stack([store.instance(i, seq_len) for i in idx]).astype(np.int64)
         tokens = torch.from_numpy(block).to(device)
         inputs, labels = tokens[:, :-1], tokens[:, 1:]
-        count = int(labels.numel())
-        ce_sums.append(float(batch_ce_sum(model, inputs, labels, count)))
-        counts.append(count)
+        # per instance: the units of a paired bootstrap between two models (shapelm.results.intervals)
+        ce_sums += [float(x) for x in instance_ce_sums(model, inputs, labels)]
+        counts += [int(labels.shape[1])] * len(idx)
         bar.update(len(idx))
     bar.close()
     loss = token_weighted_ce(ce_sums, counts)
@@ -100,6 +114,11 @@ def evaluate_store(
         "n_tokens": int(sum(counts)),
         "loss": loss,
         "ppl": perplexity(loss),
+        # Per instance (token window), in order: the units a paired bootstrap resamples to put
+        # an interval on the difference between two models scored on the same instances
+        # (shapelm.results.intervals).
+        "instance_losses": [s / c for s, c in zip(ce_sums, counts)],
+        "instance_tokens": counts,
     }
 
 

@@ -42,6 +42,8 @@ def _category(name: str) -> str:
         return "Layer-wise scaling (seed 003)"
     if name == CLAIMS_NAME:
         return "Derived claims"
+    if name in ("paired_differences", "scaling_fits", "equal_budget"):
+        return "Beyond the papers"
     return "Hourglass (seed 000)"
 
 
@@ -60,6 +62,7 @@ def artifacts(exp: Experiment | str | os.PathLike, results_dir: str | os.PathLik
               figures_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """Every file `build_results` writes, in a fixed order, with captions for the report."""
     from shapelm.plan import paths
+    from shapelm.results import analyses
     from shapelm.results.figures import FIGURES
     from shapelm.results.tables import regenerated_tables
 
@@ -80,7 +83,15 @@ def artifacts(exp: Experiment | str | os.PathLike, results_dir: str | os.PathLik
         out.append({"path": str(rdir / "tables" / f"{CLAIMS_NAME}.{ext}"), "kind": "table", "name": CLAIMS_NAME,
                     "format": ext, "caption": claims_caption, "caption_path": f"{REPORT_DIR}/{CLAIMS_NAME}.rst",
                     "category": _category(CLAIMS_NAME), "report": ext == "csv"})
-    for name, (_, caption) in FIGURES.items():
+    for name in analyses.TABLE_NAMES:
+        caption = analyses.table_caption(name)
+        for ext in ("csv", "md", "tex"):
+            out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
+                        "format": ext, "caption": caption, "caption_path": f"{REPORT_DIR}/{name}.rst",
+                        "category": _category(name), "report": ext == "csv"})
+    figures = {**{n: c for n, (_, c) in FIGURES.items()},
+               **{n: analyses.figure_caption(n) for n in analyses.FIGURE_NAMES}}
+    for name, caption in figures.items():
         for ext in ("png", "pdf"):
             out.append({"path": str(fdir / f"{name}.{ext}"), "kind": "figure", "name": name, "format": ext,
                         "caption": caption, "caption_path": f"{REPORT_DIR}/figure_{name}.rst",
@@ -112,6 +123,7 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
     Whatever per-run results exist are used; missing ones show as "pending". Returns the paths
     written (without `only`, exactly `artifacts(exp, results_dir, figures_dir)`'s paths).
     """
+    from shapelm.results import analyses
     from shapelm.results import claims as C
     from shapelm.results.context import Context
     from shapelm.results.figures import FIGURES, write_figure
@@ -126,9 +138,15 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
         if only is None or name in only:
             written += write_table(build_table(ctx, name), tables_dir)
     written += write_claims(C.derived_claims(ctx), tables_dir)
+    for name in analyses.TABLE_NAMES:
+        if only is None or name in only:
+            written += analyses.write_plain_table(analyses.build_table(ctx, name), tables_dir)
     for name in FIGURES:
         if only is None or name in only:
             written += write_figure(ctx, name, Path(figures_dir))
+    for name in analyses.FIGURE_NAMES:
+        if only is None or name in only:
+            written += analyses.write_figure(ctx, name, Path(figures_dir))
     if report_dir is not None:
         write_captions(exp, report_dir)
     log.info("results: wrote %d files under %s and %s", len(written), results_dir, figures_dir)

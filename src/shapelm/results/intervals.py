@@ -1,0 +1,298 @@
+"""Paired differences with bootstrap intervals (docs/RESULTS.md "Paired differences").
+
+For every pair a paper compares (an hourglass run against the conventional run of its scale and
+ablation, a tapered schedule against the uniform run of its backbone and scale, an LWS variant
+against the baseline of its depth), the difference arm - base in held-out loss and PPL with a
+paired bootstrap over the evaluation instances both arms were scored on (ppl.json's per-instance
+losses: the same token windows, resampled jointly, within each held-out set), the downstream
+accuracy difference over lm-eval's items (its per-item samples, paired by doc_id), and where the
+arm has seeds, the seed-to-seed spread of each arm. `holds` says whether the paper's claimed sign
+holds at 95%: the whole interval on the claimed side.
+
+What the interval covers: the evaluation-sample noise of one trained pair (which instances were
+scored), not training noise (which seed was trained); the seed spread column is the latter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shapelm.results import readers
+from shapelm.results.analyses import PlainTable
+
+LEVEL = 0.95
+N_BOOT = 2000
+
+TITLE = "Paired differences with 95% bootstrap intervals (arm - base)"
+CAPTION = ("Held-out loss and PPL differences with a paired bootstrap over evaluation instances "
+           f"({N_BOOT} resamples; both arms scored on the same instances), downstream accuracy differences "
+           "over lm-eval items, the seed spread where seeds exist, and whether the paper's claimed sign holds "
+           "at 95% (the interval entirely on the claimed side).")
+
+_SCALE = re.compile(r"^(hg|tp)(\d+(?:p\d+)?[mb])_")
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+@dataclass
+class Interval:
+    estimate: float
+    lo: float
+    hi: float
+    n: int  # units resampled (evaluation instances or lm-eval items)
+
+    def holds(self, sign: int) -> bool:
+        """The whole interval on the side of `sign` (-1: below zero, +1: above)."""
+        return self.hi < 0 if sign < 0 else self.lo > 0
+
+
+def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
+    return float(np.percentile(draws, 50 * (1 - level))), float(np.percentile(draws, 50 * (1 + level)))
+
+
+def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
+                         n_boot: int = N_BOOT, seed: int = 0,
+                         level: float = LEVEL) -> tuple[Interval, Interval]:
+    """Difference arm - base of the mean over sets of each set's token-weighted loss, and of the
+    mean over sets of each set's PPL (exp of its loss), with percentile intervals.
+
+    arm, base: per held-out set (same order), (unit losses, unit token counts); the units of one
+    set are the same token windows in both arms, so one index draw resamples both."""
+    rng = np.random.default_rng(seed)
+    d_loss = np.zeros(n_boot)
+    d_ppl = np.zeros(n_boot)
+    est_loss = est_ppl = 0.0
+    units = 0
+    for (la, ta), (lb, tb) in zip(arm, base):
+        if len(la) != len(lb) or not np.array_equal(ta, tb):
+            raise ValueError("the two arms were not scored on the same evaluation units")
+        units += len(la)
+        idx = rng.integers(0, len(la), (n_boot, len(la)))
+        w = ta[idx]
+        ma = (la[idx] * w).sum(1) / w.sum(1)
+        mb = (lb[idx] * w).sum(1) / w.sum(1)
+        d_loss += ma - mb
+        d_ppl += np.exp(ma) - np.exp(mb)
+        fa, fb = float((la * ta).sum() / ta.sum()), float((lb * tb).sum() / tb.sum())
+        est_loss += fa - fb
+        est_ppl += math.exp(fa) - math.exp(fb)
+    k = len(arm)
+    return (Interval(est_loss / k, *_percentiles(d_loss / k, level), units),
+            Interval(est_ppl / k, *_percentiles(d_ppl / k, level), units))
+
+
+def paired_mean_bootstrap(arm: np.ndarray, base: np.ndarray, n_boot: int = N_BOOT, seed: int = 0,
+                          level: float = LEVEL) -> Interval:
+    """Mean of arm - base over paired items (e.g. per-question accuracy), with an interval."""
+    d = np.asarray(arm, float) - np.asarray(base, float)
+    rng = np.random.default_rng(seed)
+    draws = d[rng.integers(0, len(d), (n_boot, len(d)))].mean(1)
+    return Interval(float(d.mean()), *_percentiles(draws, level), len(d))
+
+
+# ----------------------------------------------------------------------------- the pairs
+
+
+def comparison_base(ctx, run: str) -> str | None:
+    """The run a paper compares `run` against, or None (the base itself, or no counterpart)."""
+    exp = ctx.exp
+    if run.startswith("lws_"):
+        m = re.fullmatch(r"lws_(\w+?)_(\d+l)", run)
+        if m and m.group(1) != "baseline" and ctx.has_run(f"lws_baseline_{m.group(2)}"):
+            return f"lws_baseline_{m.group(2)}"
+        return None
+    kind = (exp.runs[run].get("arch") or {}).get("kind")
+    if run.startswith("tp"):
+        m = re.fullmatch(r"(tp\w+?m(?:_(?:ga|titans|hope))?)_(\w+)", run)
+        if m and m.group(2) != "uniform" and ctx.has_run(f"{m.group(1)}_uniform"):
+            return f"{m.group(1)}_uniform"
+        return None
+    if run.startswith("hg") and kind == "hourglass":
+        prefix = run.split("_", 1)[0]
+        for cand in (run.replace("_hg", "_conv", 1), re.sub(r"_hg(_k\d+)?$", "_conv", run), f"{prefix}_conv"):
+            if cand != run and ctx.has_run(cand) and (exp.runs[cand].get("arch") or {}).get("kind") == "conventional":
+                return cand
+    return None
+
+
+def pairs(ctx) -> list[tuple[str, str]]:
+    """(arm, base) for every primary run with a comparison base, in config order."""
+    return [(r, b) for r in ctx.exp.runs if ctx.exp.is_primary(r) and (b := comparison_base(ctx, r))]
+
+
+def family(run: str) -> str:
+    """A run's shape family: its name without the scale (hg906m_hg -> hg_hg)."""
+    return _SCALE.sub(r"\1_", run)
+
+
+def _printed_loss(run: str) -> tuple[float, str] | None:
+    from shapelm import reference as R
+
+    for t in R.tables():
+        for row in R.table(t):
+            if row.get("run") != run:
+                continue
+            values = row.get("values") or {}
+            for col in ("val_loss", "val_ppl"):
+                if col in values:
+                    try:
+                        return R.printed(t, run, col).value, f"{t}.{col}"
+                    except (KeyError, ValueError):
+                        continue
+    return None
+
+
+def claimed_sign(arm: str, base: str) -> tuple[int, str]:
+    """The sign the paper reports for arm - base loss: from its printed values of both rows where
+    it prints them (in the same column), else -1 (each paper proposes the arm as the better shape)."""
+    a, b = _printed_loss(arm), _printed_loss(base)
+    if a and b and a[1] == b[1] and a[0] != b[0]:
+        return (1 if a[0] > b[0] else -1), f"printed ({a[1]})"
+    return -1, "paper's claim (proposed shape lower)"
+
+
+# ----------------------------------------------------------------------------- reading units
+
+
+def _units(ctx, run: str) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
+    """(set, per-unit losses, token counts) of a run, averaged unit by unit over its finished seeds;
+    None where ppl.json has no per-unit losses (written before they were recorded)."""
+    per_seed = []
+    for inst in ctx.instances(run):
+        data = readers.load_json(ctx.run_file(inst, "ppl.json"))
+        if not isinstance(data, dict) or not isinstance(data.get("sets"), dict):
+            continue
+        sets = []
+        for name, s in sorted(data["sets"].items()):
+            if not isinstance(s, dict) or not s.get("instance_losses"):
+                return None
+            sets.append((name, np.asarray(s["instance_losses"], float), np.asarray(s["instance_tokens"], float)))
+        per_seed.append(sets)
+    if not per_seed:
+        return None
+    first = per_seed[0]
+    out = []
+    for i, (name, _, tokens) in enumerate(first):
+        losses = [seed[i][1] for seed in per_seed if len(seed) > i and seed[i][0] == name
+                  and np.array_equal(seed[i][2], tokens)]
+        out.append((name, np.mean(losses, axis=0), tokens))
+    return out
+
+
+def _items(ctx, run: str) -> dict[tuple[str, Any], float]:
+    """(lm-eval task, doc_id) -> accuracy (0/1) from the run's per-item samples (first seed)."""
+    out: dict[tuple[str, Any], float] = {}
+    folder = ctx.results_dir / "runs" / ctx.instances(run)[0] / "downstream_lm_eval"
+    for path in sorted(Path(folder).glob("samples_*.jsonl")) if folder.is_dir() else []:
+        task = path.stem.removeprefix("samples_")
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("acc"), (int, float)):
+                out[(task, rec.get("doc_id"))] = float(rec["acc"])
+    return out
+
+
+def _seed_spread(ctx, run: str) -> tuple[float | None, int]:
+    from shapelm.results.seeds import spread
+
+    names = ctx.instances(run)
+    s = spread((p.val_loss if (p := ctx.single.ppl(n)) else None) for n in names)
+    return s.std, s.n
+
+
+# ----------------------------------------------------------------------------- table
+
+
+COLUMNS = [
+    ("arm", "arm"), ("base", "base"), ("paper", "paper"), ("units", "eval units"),
+    ("d_loss", "Δ loss"), ("d_loss_lo", "Δ loss 95% lo"), ("d_loss_hi", "Δ loss 95% hi"),
+    ("d_ppl", "Δ PPL"), ("d_ppl_lo", "Δ PPL 95% lo"), ("d_ppl_hi", "Δ PPL 95% hi"),
+    ("claimed_sign", "claimed sign of Δ loss"), ("claim_source", "claim from"), ("holds_95", "holds at 95%"),
+    ("items", "downstream items"), ("d_acc", "Δ acc"), ("d_acc_lo", "Δ acc 95% lo"), ("d_acc_hi", "Δ acc 95% hi"),
+    ("seed_std_arm", "seed std loss (arm)"), ("seed_std_base", "seed std loss (base)"), ("seeds", "seeds arm/base"),
+    ("status", "status"),
+]
+
+
+def _paper(run: str) -> str:
+    return "Hourglass" if run.startswith("hg") else "Tapered" if run.startswith("tp") else "LWS"
+
+
+def pair_row(ctx, arm: str, base: str, seed: int = 0) -> dict[str, Any]:
+    sign, source = claimed_sign(arm, base)
+    row: dict[str, Any] = {"arm": arm, "base": base, "paper": _paper(arm), "claimed_sign": "-" if sign < 0 else "+",
+                           "claim_source": source}
+    ua, ub = _units(ctx, arm), _units(ctx, base)
+    if ua is None or ub is None:
+        have = ctx.ppl(arm) is not None and ctx.ppl(base) is not None
+        row["status"] = "no per-unit losses in ppl.json (rerun eval_ppl)" if have else "pending"
+        if have:
+            row["d_loss"] = ctx.ppl(arm).val_loss - ctx.ppl(base).val_loss
+    elif [n for n, *_ in ua] != [n for n, *_ in ub]:
+        row["status"] = "different held-out sets"
+    else:
+        try:
+            loss, ppl = paired_set_bootstrap([(a, t) for _, a, t in ua], [(b, t) for _, b, t in ub], seed=seed)
+        except ValueError as err:
+            row["status"] = str(err)
+        else:
+            row.update(units=loss.n, d_loss=loss.estimate, d_loss_lo=loss.lo, d_loss_hi=loss.hi,
+                       d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, holds_95=loss.holds(sign),
+                       status="measured")
+    ia, ib = _items(ctx, arm), _items(ctx, base)
+    common = sorted(set(ia) & set(ib), key=str)
+    if common:
+        acc = paired_mean_bootstrap(np.array([ia[k] for k in common]), np.array([ib[k] for k in common]), seed=seed)
+        row.update(items=acc.n, d_acc=acc.estimate, d_acc_lo=acc.lo, d_acc_hi=acc.hi)
+    sa, na = _seed_spread(ctx, arm)
+    sb, nb = _seed_spread(ctx, base)
+    row.update(seed_std_arm=sa, seed_std_base=sb, seeds=f"{na}/{nb}")
+    return row
+
+
+def paired_table(ctx) -> PlainTable:
+    rows = [pair_row(ctx, a, b) for a, b in pairs(ctx)]
+    notes = [
+        "Intervals: percentile bootstrap over evaluation instances (token windows of a held-out set), "
+        "resampled jointly for both arms within each set; "
+        "Δ loss is the change of the mean over sets of each set's loss (the papers' aggregate).",
+        "They cover evaluation-sample noise only; training noise is the seed std (sample std, ddof 1) where "
+        "a run has seeds. A difference smaller than the seed std is not evidence for either shape.",
+        "Δ acc: mean over lm-eval items (all accuracy tasks pooled, paired by task and doc_id) of the arm's "
+        "minus the base's per-item accuracy.",
+    ]
+    return PlainTable("paired_differences", TITLE, COLUMNS, rows, notes)
+
+
+def paired_figure(ctx):
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in paired_table(ctx).rows if r.get("d_loss_lo") is not None]
+    fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(rows), 4) + 1.2))
+    if not rows:
+        ax.text(0.5, 0.5, "pending: no pair has per-unit held-out losses yet", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    ys = np.arange(len(rows))
+    for y, r in zip(ys, rows):
+        color = "tab:green" if r["holds_95"] else "tab:gray"
+        ax.errorbar(r["d_loss"], y, xerr=[[r["d_loss"] - r["d_loss_lo"]], [r["d_loss_hi"] - r["d_loss"]]],
+                    fmt="o", color=color, capsize=3)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(ys, [f"{r['arm']} − {r['base']}" for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("Δ held-out loss (arm − base), 95% paired bootstrap interval")
+    ax.set_title("Paired differences (green: the paper's claimed sign holds at 95%)", fontsize=9)
+    return fig

@@ -1,0 +1,375 @@
+"""Scaling-law fits per shape family, with bootstrap intervals (docs/RESULTS.md "Scaling-law fits").
+
+Two laws, one fitter:
+
+    loss vs compute          L(C)    = E + A / C^alpha
+    loss vs params, tokens   L(N, D) = E + A / N^alpha + B / D^beta     (Chinchilla's form)
+
+Method (following Besiroglu et al. 2024's replication of Chinchilla's Approach 3, and OLMo-core's
+Chinchilla fitter): minimise the Huber loss (delta 1e-3) between log L and
+log(exp(e) + sum_j exp(a_j - alpha_j x_j)), x_j = log N, log D or log C, with L-BFGS-B started
+from a grid of initialisations (the grid's best few by objective value; Chinchilla's original
+fit stopped at one local optimum); E = exp(e), A_j = exp(a_j). Intervals are percentile
+intervals of a nonparametric bootstrap that resamples the fitted points with replacement and
+refits from the full-data optimum (the replication found Chinchilla's intervals implausibly
+narrow for ~400 points; resampling the points, not assuming a Gaussian around one optimum, is
+its remedy). With few points the bootstrap under-covers; a fit needs at least
+`n_params + 2` points and the table says so where a family has fewer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shapelm.results.analyses import PlainTable
+
+HUBER_DELTA = 1e-3
+LEVEL = 0.95
+
+
+def _lse(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log-sum-exp over the last axis and the softmax weights (each term's share of the sum)."""
+    m = terms.max(axis=-1, keepdims=True)
+    w = np.exp(terms - m)
+    s = w.sum(axis=-1, keepdims=True)
+    return (m + np.log(s))[..., 0], w / s
+
+
+def _split(theta: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return theta[..., :1], theta[..., 1:1 + m], theta[..., 1 + m:]
+
+
+def _residuals(theta: np.ndarray, x: np.ndarray, logy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Log residuals (K, n) of K parameter vectors [e, a_1..a_m, alpha_1..alpha_m] and their
+    Jacobian (K, n, 1 + 2m); x: (n, m) centred log-variables."""
+    m = x.shape[1]
+    e, a, alpha = _split(theta, m)
+    terms = np.concatenate([a[:, None, :] - alpha[:, None, :] * x[None], np.repeat(e[:, None, :], len(x), 1)],
+                           axis=2)
+    pred, w = _lse(terms)  # (K, n), (K, n, m + 1): each term's share of the predicted loss
+    jac = np.concatenate([w[:, :, m:], w[:, :, :m], -w[:, :, :m] * x[None]], axis=2)
+    return pred - logy[None], jac
+
+
+def _huber(r: np.ndarray, weights: np.ndarray, delta: float) -> np.ndarray:
+    """Weighted mean Huber loss per problem (K,)."""
+    a = np.abs(r)
+    loss = np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
+    return (loss * weights).sum(axis=1) / r.shape[1]
+
+
+def _grid(x: np.ndarray, logy: np.ndarray) -> np.ndarray:
+    """Initialisations: E a share of the smallest loss, each power term a share of it at the
+    data's centre (x is centred), exponents from shallow to steep."""
+    base = float(logy.min())
+    es = [base + math.log(f) for f in (0.2, 0.5, 0.8, 0.95)]
+    as_ = [base + math.log(f) for f in (0.02, 0.1, 0.4, 1.0)]
+    alphas = [0.05, 0.2, 0.5, 1.0]
+    m = x.shape[1]
+    rows = [[e, *a, *al] for e in es for a in itertools.product(as_, repeat=m)
+            for al in itertools.product(alphas, repeat=m)]
+    return np.asarray(rows, dtype=float)
+
+
+def _minimize(theta0: np.ndarray, x: np.ndarray, logy: np.ndarray, weights: np.ndarray, delta: float,
+              iters: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Minimise K Huber problems at once (K, p) by iteratively reweighted Levenberg-Marquardt:
+    each step solves the K damped normal equations with the Huber weights min(1, delta/|r|);
+    a step is kept only where it lowers that problem's objective (else its damping grows).
+    Exponents stay in [0, 5]. Returns the optima (K, p) and objectives (K,)."""
+    m = x.shape[1]
+    theta = theta0.astype(float).copy()
+    lam = np.full(len(theta), 1e-3)
+    r, jac = _residuals(theta, x, logy)
+    obj = _huber(r, weights, delta)
+    eye = np.eye(theta.shape[1])
+    for _ in range(iters):
+        omega = weights * np.minimum(1.0, delta / np.maximum(np.abs(r), 1e-300))
+        jw = jac * omega[:, :, None]
+        h = np.einsum("knp,knq->kpq", jw, jac)
+        g = np.einsum("knp,kn->kp", jw, r)
+        damp = h + lam[:, None, None] * (eye * np.diagonal(h, axis1=1, axis2=2)[:, None, :] + 1e-12 * eye)
+        step = np.linalg.solve(damp, -g[:, :, None])[:, :, 0]
+        cand = theta + step
+        cand[:, 1 + m:] = np.clip(cand[:, 1 + m:], 0.0, 5.0)
+        r_c, jac_c = _residuals(cand, x, logy)
+        obj_c = _huber(r_c, weights, delta)
+        better = obj_c < obj
+        theta[better], r[better], jac[better], obj[better] = cand[better], r_c[better], jac_c[better], obj_c[better]
+        lam = np.where(better, np.maximum(lam / 3, 1e-9), lam * 10)
+        if (lam > 1e8).all():
+            break
+    return theta, obj
+
+
+@dataclass
+class PowerLawFit:
+    """A fitted law; `names` of the variables (N, D or C), coefficients in natural units."""
+    names: tuple[str, ...]
+    E: float
+    A: tuple[float, ...]
+    alpha: tuple[float, ...]
+    n_points: int
+    objective: float
+    # bootstrap draws, one row per resample: [E, A_1.., alpha_1..]
+    draws: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+
+    def predict(self, *xs: np.ndarray | float) -> np.ndarray:
+        return self.E + sum(A * np.asarray(v, dtype=float) ** -al for A, al, v in zip(self.A, self.alpha, xs))
+
+    def coefficients(self) -> dict[str, float]:
+        out = {"E": self.E}
+        for i, name in enumerate(self.names):
+            out[f"A_{name}"] = self.A[i]
+            out[f"alpha_{name}"] = self.alpha[i]
+        return out
+
+    def intervals(self, level: float = LEVEL) -> dict[str, tuple[float, float]]:
+        """Percentile bootstrap interval of every coefficient ({} without draws)."""
+        if self.draws.size == 0:
+            return {}
+        lo, hi = 50 * (1 - level), 50 * (1 + level)
+        m = len(self.names)
+        keys = ["E", *(f"A_{v}" for v in self.names), *(f"alpha_{v}" for v in self.names)]  # draws' order
+        out = {k: (float(np.percentile(self.draws[:, i], lo)), float(np.percentile(self.draws[:, i], hi)))
+               for i, k in enumerate(keys)}
+        return {k: out[k] for k in self.coefficients()} if len(keys) == 1 + 2 * m else out
+
+
+def _to_fit(theta: np.ndarray, centre: np.ndarray, names, n: int, obj: float) -> PowerLawFit:
+    m = len(names)
+    e, a, alpha = float(theta[0]), theta[1:1 + m], theta[1 + m:]
+    # a_j was fitted against centred x_j: A_j / X_j^alpha = exp(a_j + alpha_j c_j) / X_j^alpha at x_j - c_j
+    A = np.exp(a + alpha * centre)
+    return PowerLawFit(tuple(names), math.exp(e), tuple(float(v) for v in A),
+                       tuple(float(v) for v in alpha), n, obj)
+
+
+def _theta(fit: PowerLawFit, centre: np.ndarray) -> np.ndarray:
+    alpha = np.asarray(fit.alpha)
+    return np.concatenate([[math.log(fit.E)], np.log(fit.A) - alpha * centre, alpha])
+
+
+def min_points(n_vars: int) -> int:
+    return 2 * n_vars + 1 + 2
+
+
+def fit_power_law(xs: dict[str, list[float]] | dict[str, np.ndarray], loss: list[float] | np.ndarray,
+                  n_boot: int = 200, seed: int = 0, delta: float = HUBER_DELTA, starts: int = 5) -> PowerLawFit:
+    """Fit L = E + sum_j A_j / X_j^alpha_j to the points (xs: name -> values, all > 0) and, with
+    n_boot > 0, bootstrap it. Raises ValueError for too few points or non-positive values."""
+    names = tuple(xs)
+    y = np.asarray(loss, dtype=float)
+    cols = [np.asarray(xs[k], dtype=float) for k in names]
+    if any(c.shape != y.shape for c in cols):
+        raise ValueError("every variable needs one value per loss")
+    if len(y) < min_points(len(names)):
+        raise ValueError(f"{len(y)} points; a fit of {2 * len(names) + 1} coefficients needs at least "
+                         f"{min_points(len(names))}")
+    if (y <= 0).any() or any((c <= 0).any() for c in cols):
+        raise ValueError("losses and variables must be positive")
+    logx = np.log(np.stack(cols, axis=1))
+    centre = logx.mean(axis=0)
+    x = logx - centre
+    logy = np.log(y)
+    grid = _grid(x, logy)
+    ones = np.ones((len(grid), len(y)))
+    # The objective at every grid point is cheap; L-BFGS-B runs from the best few.
+    values = _huber(_residuals(grid, x, logy)[0], ones, delta)
+    starts_theta = grid[np.argsort(values)[:starts]]
+    thetas, objs = _minimize(starts_theta, x, logy, ones[:len(starts_theta)], delta)
+    best = int(np.argmin(objs))
+    best_theta = thetas[best]
+    fit = _to_fit(best_theta, centre, names, len(y), float(objs[best]))
+    if n_boot > 0:
+        rng = np.random.default_rng(seed)
+        counts = np.stack([np.bincount(rng.integers(0, len(y), len(y)), minlength=len(y)) for _ in range(n_boot)])
+        thetas, objs = _minimize(np.repeat(best_theta[None], n_boot, 0), x, logy, counts.astype(float), delta)
+        fit.draws = np.asarray([[b.E, *b.A, *b.alpha] for b in
+                                (_to_fit(t, centre, names, len(y), o) for t, o in zip(thetas, objs))])
+    return fit
+
+
+def _draw_fit(fit: PowerLawFit, row: np.ndarray) -> PowerLawFit:
+    m = len(fit.names)
+    return PowerLawFit(fit.names, float(row[0]), tuple(row[1:1 + m]), tuple(row[1 + m:]), fit.n_points, math.nan)
+
+
+def crossing(f: PowerLawFit, g: PowerLawFit, lo: float, hi: float, n: int = 2000) -> float | None:
+    """The smallest compute in [lo, hi] where two loss-vs-compute fits cross (None: no crossing)."""
+    cs = np.logspace(math.log10(lo), math.log10(hi), n)
+    d = f.predict(cs) - g.predict(cs)
+    change = np.nonzero(np.sign(d[:-1]) * np.sign(d[1:]) < 0)[0]
+    if not len(change):
+        return None
+    i = int(change[0])
+    # linear interpolation in log C between the bracketing grid points
+    t = d[i] / (d[i] - d[i + 1])
+    return float(10 ** (math.log10(cs[i]) + t * (math.log10(cs[i + 1]) - math.log10(cs[i]))))
+
+
+@dataclass
+class Crossing:
+    compute: float | None  # of the full-data fits
+    interval: tuple[float, float] | None  # percentile interval over draws that cross
+    share: float  # fraction of paired draws with a crossing in range
+
+
+def crossing_interval(f: PowerLawFit, g: PowerLawFit, lo: float, hi: float, level: float = LEVEL) -> Crossing:
+    """Crossing compute of two families with an interval: the b-th bootstrap draw of one family
+    paired with the b-th of the other (independent resamples, so the pairing is arbitrary)."""
+    point = crossing(f, g, lo, hi)
+    k = min(len(f.draws), len(g.draws))
+    found = [c for c in (crossing(_draw_fit(f, f.draws[i]), _draw_fit(g, g.draws[i]), lo, hi, 400)
+                         for i in range(k)) if c is not None]
+    if not k:
+        return Crossing(point, None, math.nan)
+    interval = None
+    if found:
+        interval = (float(np.percentile(found, 50 * (1 - level))), float(np.percentile(found, 50 * (1 + level))))
+    return Crossing(point, interval, len(found) / k)
+
+
+# ----------------------------------------------------------------------------- the table
+
+TITLE = "Scaling-law fits per shape family, with 95% bootstrap intervals"
+CAPTION = ("Per shape family (the runs of one shape across scales): held-out loss against training compute "
+           "L = E + A/C^alpha and, where the runs' parameters and tokens vary independently, L = E + A/N^alpha + "
+           "B/D^beta (N non-embedding parameters, D training tokens); Huber loss on log L, many initialisations, "
+           "percentile intervals of a bootstrap over the points; the compute at which two compared families' "
+           "loss-vs-compute fits cross, with its interval.")
+N_BOOT = 400
+# Crossings are searched from 1/1000 of the smallest to 1000 x the largest compute fitted.
+CROSS_RANGE = 1e3
+COLLINEAR = 0.98  # |corr(log N, log D)| above this: parameters and tokens are not separable
+
+COLUMNS = [("family", "family"), ("law", "law"), ("points", "points"), ("runs", "runs"),
+           *((f"{k}{s}", f"{k}{h}") for k in ("E", "A", "alpha", "B", "beta")
+             for s, h in (("", ""), ("_lo", " 95% lo"), ("_hi", " 95% hi"))),
+           ("cross_C", "crossing compute"), ("cross_C_lo", "crossing 95% lo"), ("cross_C_hi", "crossing 95% hi"),
+           ("cross_share", "share of draws crossing"), ("status", "status")]
+
+
+def family_points(ctx) -> dict[str, list[dict[str, float | str]]]:
+    """family -> finished runs' (run, N, D, C, L), for families planned at two or more sizes."""
+    from shapelm.results.intervals import family
+
+    planned: dict[str, list[str]] = {}
+    for run in ctx.exp.runs:
+        if ctx.exp.is_primary(run):
+            planned.setdefault(family(run), []).append(run)
+    out: dict[str, list[dict[str, float | str]]] = {}
+    for fam, runs in planned.items():
+        if len({(ctx.acc(r) or {}).get("non_embedding") for r in runs}) < 2:
+            continue  # one size: nothing to fit across
+        pts = []
+        for r in runs:
+            p, acc = ctx.ppl(r), ctx.acc(r)
+            if p is not None and p.val_loss is not None and acc:
+                pts.append({"run": r, "N": float(acc["non_embedding"]), "D": float(acc["total_tokens"]),
+                            "C": float(acc["total_compute"]), "L": float(p.val_loss)})
+        out[fam] = pts
+    return out
+
+
+def _coef_row(fit: PowerLawFit) -> dict[str, float]:
+    row: dict[str, float] = {"E": fit.E}
+    iv = fit.intervals()
+    for key, (name, fkey) in {"A": ("A", 0), "alpha": ("alpha", 0), "B": ("A", 1), "beta": ("alpha", 1)}.items():
+        if fkey < len(fit.names):
+            coef = f"{name}_{fit.names[fkey]}"
+            row[key] = fit.coefficients()[coef]
+            if coef in iv:
+                row[f"{key}_lo"], row[f"{key}_hi"] = iv[coef]
+    if "E" in iv:
+        row["E_lo"], row["E_hi"] = iv["E"]
+    return row
+
+
+def compute_fits(ctx) -> tuple[dict[str, list], dict[str, PowerLawFit | str]]:
+    points = family_points(ctx)
+    fits: dict[str, PowerLawFit | str] = {}
+    for fam, pts in points.items():
+        try:
+            fits[fam] = fit_power_law({"C": [p["C"] for p in pts]}, [p["L"] for p in pts], n_boot=N_BOOT)
+        except ValueError as err:
+            fits[fam] = f"not fitted: {err}"
+    return points, fits
+
+
+def scaling_table(ctx) -> PlainTable:
+    from shapelm.results.intervals import comparison_base, family
+
+    points, fits = compute_fits(ctx)
+    rows: list[dict] = []
+    for fam, pts in points.items():
+        base = {"family": fam, "points": len(pts), "runs": " ".join(str(p["run"]) for p in pts)}
+        fit = fits[fam]
+        rows.append({**base, "law": "L(C)", **(_coef_row(fit) if isinstance(fit, PowerLawFit) else {}),
+                     "status": "fitted" if isinstance(fit, PowerLawFit) else fit})
+        row = {**base, "law": "L(N, D)"}
+        logn, logd = (np.log([p[k] for p in pts]) for k in ("N", "D"))
+        if len(pts) >= 3 and (np.ptp(logd) == 0 or abs(np.corrcoef(logn, logd)[0, 1]) > COLLINEAR):
+            row["status"] = ("not fitted: parameters and tokens vary together (|corr(log N, log D)| > "
+                             f"{COLLINEAR}), so A/N^alpha and B/D^beta are not separable")
+        else:
+            try:
+                f2 = fit_power_law({"N": [p["N"] for p in pts], "D": [p["D"] for p in pts]},
+                                   [p["L"] for p in pts], n_boot=N_BOOT)
+                row.update(_coef_row(f2), status="fitted")
+            except ValueError as err:
+                row["status"] = f"not fitted: {err}"
+        rows.append(row)
+    # crossings of the families a paper compares (arm family vs base family)
+    compared = sorted({(family(a), family(b)) for a in ctx.exp.runs if ctx.exp.is_primary(a)
+                       and (b := comparison_base(ctx, a))})
+    for fa, fb in compared:
+        f, g = fits.get(fa), fits.get(fb)
+        if not isinstance(f, PowerLawFit) or not isinstance(g, PowerLawFit):
+            continue
+        cs = [p["C"] for p in points[fa] + points[fb]]
+        cr = crossing_interval(f, g, min(cs) / CROSS_RANGE, max(cs) * CROSS_RANGE)
+        rows.append({"family": f"{fa} vs {fb}", "law": "crossing of L(C)", "points": len(cs),
+                     "cross_C": cr.compute, "cross_C_lo": cr.interval[0] if cr.interval else None,
+                     "cross_C_hi": cr.interval[1] if cr.interval else None, "cross_share": cr.share,
+                     "status": "crosses" if cr.compute else "no crossing in range"})
+    notes = [f"Method: docs/RESULTS.md 'Scaling-law fits' ({N_BOOT} bootstrap resamples of the points; a law of "
+             "k coefficients needs k + 2 points). L: held-out val_loss (mean over sets); C: training FLOPs "
+             "(accounting FLOPs/token x tokens); N: non-embedding parameters; D: training tokens.",
+             "Only families planned at two or more sizes are listed; a family's runs are its names without the "
+             "scale (hg906m_hg, hg3b_hg -> hg_hg)."]
+    return PlainTable("scaling_fits", TITLE, COLUMNS, rows, notes)
+
+
+def scaling_figure(ctx):
+    import matplotlib.pyplot as plt
+
+    points, fits = compute_fits(ctx)
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    shown = False
+    for fam, pts in points.items():
+        if not pts:
+            continue
+        c = np.array([p["C"] for p in pts])
+        line = ax.plot(c, [p["L"] for p in pts], "o", label=fam)[0]
+        shown = True
+        fit = fits[fam]
+        if isinstance(fit, PowerLawFit):
+            xs = np.logspace(math.log10(c.min()) - 0.3, math.log10(c.max()) + 0.3, 100)
+            ax.plot(xs, fit.predict(xs), "-", color=line.get_color())
+            if fit.draws.size:
+                band = np.array([_draw_fit(fit, d).predict(xs) for d in fit.draws])
+                ax.fill_between(xs, *np.percentile(band, [2.5, 97.5], axis=0), color=line.get_color(), alpha=0.2)
+    if not shown:
+        ax.text(0.5, 0.5, "pending: no family has finished runs", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xscale("log")
+    ax.set_xlabel("training compute C (FLOPs)")
+    ax.set_ylabel("held-out loss")
+    ax.set_title("Loss vs compute per shape family (fit and 95% band where >= 5 points)", fontsize=9)
+    if shown:
+        ax.legend(fontsize=7)
+    return fig
