@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import load_experiment, run_recipe
+from shapelm.config import run_recipe
+from shapelm.plan.experiment import load_experiment
 from shapelm.results.claims import FAILS, HOLDS, derived_claims, verdict
 from shapelm.results.context import Context
 

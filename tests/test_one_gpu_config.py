@@ -6,7 +6,7 @@ import math
 import pytest
 
 from shapelm import reference as R
-from shapelm.config import load_experiment
+from shapelm.plan.experiment import load_experiment
 from shapelm.workflow import plan_rows
 
 CONFIG = "configs/one-gpu.yaml"

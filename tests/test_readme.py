@@ -27,7 +27,8 @@ def test_the_papers_table_matches_the_reference_file():
 
 
 def test_the_explicit_example_is_a_valid_run():
-    from shapelm.config import load_experiment, load_yaml
+    from shapelm.config import load_yaml
+    from shapelm.plan.experiment import load_experiment
 
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "kind: explicit" in b)
     raw = load_yaml(ROOT / "configs" / "paper.yaml")
@@ -39,7 +40,7 @@ def test_the_explicit_example_is_a_valid_run():
 
 
 def test_the_demo_job_and_run_counts_are_what_the_default_plans(tmp_path):
-    from shapelm.config import load_experiment
+    from shapelm.plan.experiment import load_experiment
 
     jobs, runs = map(int, re.search(r"`make demo` \(.*?\): (\d+) jobs, (\d+) runs", README).groups())
     assert runs == len(load_experiment(ROOT / "configs" / "default.yaml").runs)
