@@ -215,7 +215,7 @@ def test_table12_rows_are_the_mixers_of_the_tiny_pair(default_ctx, tmp_path):
 
 
 def test_table6_maps_the_tiny_set_names_and_table7_averages_its_own_tasks(tmp_path):
-    from test_results_fixtures import fake_downstream, fake_ppl, write
+    from results_fixtures import fake_downstream, fake_ppl, write
 
     exp = load_experiment(ROOT / "configs" / "default.yaml")
     ppl = fake_ppl("hg906m_conv")

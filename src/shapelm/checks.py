@@ -24,7 +24,9 @@ def _stage_checks(exp: Experiment) -> list[str]:
     from shapelm.data.plan import check_data
     from shapelm.longctx.plan import check_longctx
 
-    return [*check_data(exp), *check_longctx(exp)]
+    from shapelm.fetch import fetched_by_job
+
+    return [*check_data(exp), *check_longctx(exp, fetched_by_job)]
 
 
 def training_gpu_mem_gb(run: dict[str, Any], world_size: int, gpus_per_node: int | None = None) -> float:

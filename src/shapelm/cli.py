@@ -49,7 +49,7 @@ COMMANDS = {
     "results": ("shapelm.results.cli", "tables and figures beside the papers' printed values"),
     "resolve": ("shapelm.workflow_cli", "write one run's resolved run config (JSON)"),
     "plan": ("shapelm.workflow_cli", "GPU-hours per table and stage (measured or assumed MFU)"),
-    "recipe": ("shapelm.recipes", "the paper's and the released code's training recipes"),
+    "recipe": ("shapelm.recipe_diff", "the paper's and the released code's training recipes"),
     "launch": ("shapelm.launch", "start one process per GPU (srun in SLURM, else torchrun)"),
     "cluster": ("shapelm.slurm_check", "checks against the SLURM cluster"),
     "rehearse": ("shapelm.rehearsal", "run the paper's DAG at CPU size (inputs made here)"),

@@ -158,6 +158,14 @@ def fetching(exp) -> bool:
     return exp.section("data").get("source", "default") != "default" and not rehearsal
 
 
+def fetched_by_job(exp, key: str, spec: str) -> bool:
+    """Whether a `fetch` job of the workflow stands for long-context input `key` (not there
+    yet, or there): the plan-time checks then do not look for it."""
+    from shapelm.longctx.inputs import INPUT_SPLITS
+
+    return fetching(exp) and longctx_input(key, str(spec), INPUT_SPLITS.get(key), "") is not None
+
+
 def experiment_inputs(exp) -> dict[str, Input]:
     """{name: Input} of every external input the experiment's jobs read (see the module
     docstring); {} where :func:`fetching` is false. Reads no data and asks no server."""

@@ -15,6 +15,7 @@ from shapelm.config import run_model_config, run_recipe
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.solver import COUNTS, RATIO_TOLERANCE, parse_count, solve
+from shapelm.solver_cli import parse_set
 
 
 def shape_rows(config_path: str, runs: list[str] | None = None) -> list[dict[str, object]]:
@@ -60,16 +61,6 @@ def cmd_shapes(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_fixed(items: list[str]) -> dict[str, object]:
-    fixed: dict[str, object] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        fixed[key] = yaml.safe_load(value)
-    return fixed
-
-
 def cmd_solve(args: argparse.Namespace) -> int:
     if args.grid:
         from shapelm.solver_cli import cmd_solve_joint
@@ -77,7 +68,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         return cmd_solve_joint(args)
     if not args.target:
         raise ConfigError("solve: --target (parameters) is required without --grid")
-    arch = {"kind": args.kind, **_parse_fixed(args.set)}
+    arch = {"kind": args.kind, **parse_set(args.set)}
     target = parse_count(args.target)
     candidates = solve(
         arch,

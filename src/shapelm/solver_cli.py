@@ -26,12 +26,21 @@ def add_joint_arguments(s: argparse.ArgumentParser) -> None:
     g.add_argument("--decode-file", help="decode benchmark results (decode.json) for measured latency")
 
 
+def parse_set(items: list[str]) -> dict[str, object]:
+    """`--set KEY=VALUE ...` -> {KEY: VALUE} (each value read as YAML)."""
+    fixed: dict[str, object] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        fixed[key] = yaml.safe_load(value)
+    return fixed
+
+
 def _grid(items: list[str]) -> dict[str, list]:
     """KEY=V1,V2,... -> {KEY: [V1, V2, ...]} (each value read as YAML)."""
-    from shapelm.shapes_cli import _parse_fixed
-
     grid = {key: [yaml.safe_load(v) for v in str(raw).split(",") if v]
-            for key, raw in _parse_fixed(items).items()}
+            for key, raw in parse_set(items).items()}
     for key, values in grid.items():
         if not values:
             raise ConfigError(f"--grid {key}: no values")
@@ -39,7 +48,6 @@ def _grid(items: list[str]) -> dict[str, list]:
 
 
 def cmd_solve_joint(args: argparse.Namespace) -> int:
-    from shapelm.shapes_cli import _parse_fixed
     from shapelm.solver_pareto import solve_joint
 
     targets: dict[str, float] = {}
@@ -57,7 +65,7 @@ def cmd_solve_joint(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise ConfigError(f"--decode-file {path}: not found")
         rows = json.loads(path.read_text()).get("rows")
-    grid = {**{k: [v] for k, v in _parse_fixed(args.set).items()}, **_grid(args.grid)}
+    grid = {**{k: [v] for k, v in parse_set(args.set).items()}, **_grid(args.grid)}
     front, lat, n = solve_joint(targets, grid, kinds=args.kinds or [args.kind], mixers=args.mixers,
                                 seq_len=args.seq_len, context=args.context, decode_rows=rows,
                                 decode_source=str(args.decode_file or ""), multiple=args.multiple)

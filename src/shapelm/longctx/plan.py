@@ -12,7 +12,7 @@ is stat'ed (a directory listed), a hub input is looked up in the local HF cache 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from shapelm.config import Experiment, section_defaults
 from shapelm.longctx.inputs import INPUT_SPLITS
@@ -95,14 +95,18 @@ def _runs(names: list[str]) -> str:
     return f"run{'s' if len(names) > 1 else ''} {', '.join(names)}"
 
 
-def check_longctx(exp: Experiment) -> list[str]:
-    """Errors (each naming its key and the `longctx: true` runs concerned); [] when all is well."""
+def check_longctx(exp: Experiment, fetched_by_job: Callable[[Experiment, str, str], bool] | None = None
+                  ) -> list[str]:
+    """Errors (each naming its key and the `longctx: true` runs concerned); [] when all is well.
+    `fetched_by_job(exp, key, spec)` says whether a `fetch` job stands for an input
+    (shapelm.fetch.fetched_by_job, passed in by the plan-time checks above this layer): such an
+    input is not looked for yet."""
     runs = [r for r in exp.runs if exp.run(r)["longctx"]]
     if not runs:
         return []
     settings = longctx_settings(exp)
     who = _runs(runs)
-    errors = _input_errors(exp, settings, who)
+    errors = _input_errors(exp, settings, who, fetched_by_job or (lambda *_: False))
     factor = float(settings["factor"])
     if factor <= 1:
         errors.append(f"longctx.factor: {factor:g} must be > 1 (YaRN extends the context s-fold; {who})")
@@ -132,14 +136,9 @@ def check_longctx(exp: Experiment) -> list[str]:
     return errors
 
 
-def fetched_by_job(exp: Experiment, key: str, spec: str) -> bool:
-    """Whether a `fetch` job of the workflow stands for input `key` (not there yet, or there)."""
-    from shapelm.fetch import fetching, longctx_input
 
-    return fetching(exp) and longctx_input(key, str(spec), INPUT_SPLITS.get(key), "") is not None
-
-
-def _input_errors(exp: Experiment, settings: dict[str, Any], who: str) -> list[str]:
+def _input_errors(exp: Experiment, settings: dict[str, Any], who: str,
+                  fetched_by_job: Callable[[Experiment, str, str], bool]) -> list[str]:
     errors = []
     need = needed_inputs(settings)
     optional = substitutes_inputs(exp)

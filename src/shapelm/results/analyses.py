@@ -8,81 +8,10 @@ of named values, written as CSV, Markdown and LaTeX beside the paper tables.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-
-@dataclass
-class PlainTable:
-    name: str
-    title: str
-    columns: list[tuple[str, str]]  # (key, header)
-    rows: list[dict[str, Any]]
-    notes: list[str] = field(default_factory=list)
-
-
-def _text(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return ""
-        return f"{v:.4g}" if (abs(v) >= 1e-3 or v == 0) and abs(v) < 1e5 else f"{v:.3e}"
-    return str(v)
-
-
-def to_csv(t: PlainTable) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow([k for k, _ in t.columns])
-    for r in t.rows:
-        # full precision in the CSV (repr of floats), formatted text in Markdown / LaTeX
-        w.writerow(["" if r.get(k) is None else (repr(r[k]) if isinstance(r[k], float) else _text(r[k]))
-                    for k, _ in t.columns])
-    return buf.getvalue()
-
-
-def to_markdown(t: PlainTable) -> str:
-    lines = [f"### {t.title}", "", "| " + " | ".join(h for _, h in t.columns) + " |",
-             "|" + "---|" * len(t.columns)]
-    for r in t.rows:
-        lines.append("| " + " | ".join(_text(r.get(k)).replace("|", "\\|") for k, _ in t.columns) + " |")
-    if t.notes:
-        lines += [""] + [f"- {n}" for n in t.notes]
-    return "\n".join(lines) + "\n"
-
-
-def _tex_escape(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                 ("$", r"\$"), ("{", r"\{"), ("}", r"\}"), ("~", r"\~{}"), ("^", r"\^{}")):
-        s = s.replace(a, b) if a != "\\" else s.replace(a, "\0")
-    return s.replace("\0", r"\textbackslash{}")
-
-
-def to_latex(t: PlainTable) -> str:
-    lines = [r"\begin{tabular}{" + "l" * len(t.columns) + "}", r"\hline",
-             " & ".join(_tex_escape(h) for _, h in t.columns) + r" \\", r"\hline"]
-    for r in t.rows:
-        lines.append(" & ".join(_tex_escape(_text(r.get(k))) for k, _ in t.columns) + r" \\")
-    lines += [r"\hline", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
-
-
-def write_plain_table(t: PlainTable, tables_dir: Path) -> list[Path]:
-    from shapelm.results.render import write_atomic
-
-    paths = []
-    for ext, fn in (("csv", to_csv), ("md", to_markdown), ("tex", to_latex)):
-        path = Path(tables_dir) / f"{t.name}.{ext}"
-        write_atomic(path, fn(t))
-        paths.append(path)
-    return paths
+from shapelm.results.plain import FIGURE_NAMES, TABLE_NAMES, PlainTable, write_plain_table  # noqa: F401
 
 
 def _tables() -> dict[str, tuple[str, str, Callable]]:
@@ -105,8 +34,6 @@ def _figures() -> dict[str, tuple[Callable, str]]:
     }
 
 
-TABLE_NAMES = ("paired_differences", "scaling_fits", "equal_budget")
-FIGURE_NAMES = ("paired_differences", "scaling_fits", "equal_budget")
 
 
 def table_caption(name: str) -> str:

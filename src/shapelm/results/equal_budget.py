@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from shapelm.results.analyses import PlainTable
+from shapelm.results.plain import PlainTable
 
 TITLE = "Equal budget across the three papers: five shapes at equal parameters and FLOPs/token"
 CAPTION = ("Conventional, tapered (cosine 1.5/0.5), hourglass, LWS (crown) and tapered hourglass at equal "

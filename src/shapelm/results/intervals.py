@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from shapelm.results import readers
-from shapelm.results.analyses import PlainTable
+from shapelm.results.plain import PlainTable
 
 LEVEL = 0.95
 N_BOOT = 2000

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shapelm.results.analyses import PlainTable
+from shapelm.results.plain import PlainTable
 
 HUBER_DELTA = 1e-3
 LEVEL = 0.95

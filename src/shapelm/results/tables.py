@@ -354,7 +354,7 @@ def regenerated_tables(exp) -> list[str]:
     for t in EXTRA_TABLES:
         if t not in names:
             names.append(t)
-    from shapelm.results.analyses import TABLE_NAMES as PLAIN_TABLES  # written by shapelm.results.analyses
+    from shapelm.results.plain import TABLE_NAMES as PLAIN_TABLES  # written by shapelm.results.analyses
 
     extra = sorted({t for run in exp.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES))
     return names + extra
