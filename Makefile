@@ -76,7 +76,7 @@ demo: env
 # upgrading, before any other change to the runs: a change made meanwhile would be marked
 # current too.
 adopt-trained: env
-	@targets="$$($(PY) -c "from pathlib import Path; from shapelm.config import load_experiment as l; e = l('$(CONFIG)'); print(' '.join(p for n in e.runs if Path(p := f'work/{e.name}/runs/{n}/final/model.safetensors').is_file()))")"; \
+	@targets="$$($(PY) -c "from pathlib import Path; from shapelm.plan.experiment import load_experiment as l; e = l('$(CONFIG)'); print(' '.join(p for n in e.runs if Path(p := f'work/{e.name}/runs/{n}/final/model.safetensors').is_file()))")"; \
 	if [ -z "$$targets" ]; then echo "no trained run in $(CONFIG)"; exit 0; fi; \
 	$(VENV)/bin/snakemake --cores 1 --configfile $(CONFIG) --allowed-rules run_config weights_config -- $${targets//final\/model.safetensors/weights_config.json} $${targets//final\/model.safetensors/run_config.json} && \
 	$(VENV)/bin/snakemake --cores 1 --configfile $(CONFIG) --touch --allowed-rules run_config weights_config train train_segment -- $$targets
@@ -89,7 +89,7 @@ dry-run: env
 # cluster: `bash .ci/gpu-cluster.sh` emulates one here; ~30 min on 2 cores).
 rehearse: env
 	$(VENV)/bin/shapelm rehearse -- --profile slurm --jobs 24 run_hg113m_conv table_hourglass_table2 \
-		$$($(PY) -c "from shapelm.config import load_experiment as l; print(' '.join(f'work/rehearsal/runs/{n}/final/model.safetensors' for n in l('configs/paper.yaml').runs))")
+		$$($(PY) -c "from shapelm.plan.experiment import load_experiment as l; print(' '.join(f'work/rehearsal/runs/{n}/final/model.safetensors' for n in l('configs/paper.yaml').runs))")
 
 plan: env
 	$(VENV)/bin/shapelm plan configs/paper.yaml

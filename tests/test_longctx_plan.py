@@ -45,7 +45,10 @@ def config(inputs: Path, **longctx) -> dict:
 
 
 def check(cfg) -> list[str]:
-    return check_longctx(load_experiment(cfg))
+    """The plan-time check as shapelm.checks runs it: inputs a `fetch` job gets are not looked for."""
+    from shapelm.fetch import fetched_by_job
+
+    return check_longctx(load_experiment(cfg), fetched_by_job)
 
 
 def test_a_complete_config_passes_and_defaults_follow_the_run(inputs):
