@@ -66,8 +66,10 @@ def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
     assert run["train"]["total_tokens"] < 10**6 and run["train"]["seq_len"] <= 64 and not run["train"]["fp8"]
 
 
-def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
-    """What a dry run cannot show: each run's model builds and its first update is finite."""
+@pytest.mark.parametrize("config", ["paper.yaml", "one-gpu.yaml"])
+def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, config):
+    """What a dry run cannot show: each run's model builds and its first update is finite (the
+    paper's runs, and the one-GPU experiment's, shrunk as `shapelm rehearse` shrinks them)."""
     import numpy as np
     import torch
 
@@ -78,7 +80,7 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path):
     from shapelm.train import train
 
     write_inputs(tmp_path / "inputs")
-    paper_raw = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
+    paper_raw = yaml.safe_load((ROOT / "configs" / config).read_text())
     small = load_experiment(rehearsal_config({**paper_raw, "rehearsal": {"inputs": str(tmp_path / "inputs")}}))
     ids = np.random.default_rng(0).integers(1, 256, size=100_000).astype(np.uint32)
     tokens = tmp_path / "tokens"
