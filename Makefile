@@ -60,6 +60,18 @@ endef
 unlock:
 	@$(unlock_if_idle)
 
+# Did this machine reproduce the committed numbers? `shapelm results compare` of the new tree
+# with git HEAD's, each number within its quantity's tolerance (docs/TRAINING.md,
+# "Reproducibility"); the cells beyond it are in logs/EXP/compare.txt. Reported, not fatal:
+# another kind of machine may differ beyond float noise, and the outputs are still the run's.
+define compare_with_committed
+exp="$$($(PY) -c "import yaml; print(yaml.safe_load(open('$(CONFIG)'))['name'])")"; \
+mkdir -p "logs/$$exp"; \
+if $(VENV)/bin/shapelm results compare "results/$$exp" > "logs/$$exp/compare.txt" 2>&1; \
+then echo "results/$$exp reproduces the committed numbers: $$(tail -n 1 logs/$$exp/compare.txt)"; \
+else echo "results/$$exp differs from the committed numbers (logs/$$exp/compare.txt): $$(tail -n 1 logs/$$exp/compare.txt)"; fi
+endef
+
 # The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
 # Then the paper's analytic build: every paper table with its shape, parameter and FLOP checks
 # beside the printed values, filled from configs/paper.yaml alone (metrics pending until runs exist).
@@ -68,6 +80,7 @@ demo: env
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
 	$(VENV)/bin/shapelm results build configs/paper.yaml --results-dir results/paper \
 		--figures-dir paper_figures/paper --work-dir work/paper
+	@$(compare_with_committed)
 
 # Runs trained before the config hash left out the settings that do not change the weights
 # (README): write their run_config.json and weights_config.json, then (a second invocation:

@@ -195,7 +195,7 @@ class NeuralMemory(nn.Module):
         q, k, v = (self.heads(p, b, t) for p in u.chunk(3, dim=-1))
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)
-        theta = torch.sigmoid(g[0]) / self.head_dim
+        theta = torch.sigmoid(g[0]) * 0.2 / self.hidden  # shapelm.model.titans.INNER_LR
         log_eta, log_keep = F.logsigmoid(g[1] + 2.0), F.logsigmoid(-(g[2] - 5.0))
         if state is None:
             w1, w2 = self.w1.float().expand(b, -1, -1, -1), self.w2.float().expand(b, -1, -1, -1)

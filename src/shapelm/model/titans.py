@@ -46,6 +46,8 @@ from shapelm.model.config import TITANS_CONV_KERNEL
 #: untrained memory starts with momentum ~0.88, forgets ~0.7% per token and steps at half its
 #: largest rate.
 ETA_OFFSET = 2.0
+#: theta_t's ceiling times memory_hidden (NeuralMemory's docstring says why not 1 / head_dim).
+INNER_LR = 0.2
 ALPHA_OFFSET = -5.0
 NORM_EPS = 1e-6
 
@@ -141,12 +143,12 @@ class NeuralMemory(nn.Module):
     learns where test-time learning starts (and so also what the persistent tokens would write
     into the memory before the sequence: they are input-independent, Section 3.3).
 
-    The inner learning rate is theta_t = sigmoid(w_theta x_t) on the loss averaged over the
-    value's head_dim components, i.e. sigmoid(.) / head_dim on the paper's summed loss: the paper
-    gives no range for its data-dependent theta_t, and the authors' reference implementation
-    steps by sigmoid(.) in (0, 1) on the mean squared error. With unit keys and W1 at fan-in
-    scale the loss's curvature in W2 is ~ |SiLU(W1 k)|^2 / head_dim ~ memory_hidden / head_dim,
-    so the step is width-independent at a fixed expansion (memory_hidden = 2 head_dim).
+    The inner learning rate is theta_t = sigmoid(w_theta x_t) x INNER_LR / memory_hidden: the
+    paper gives no range for its data-dependent theta_t. At a fixed expansion (memory_hidden =
+    2 head_dim) the step is width-independent. The reference implementation's sigmoid(.) on the
+    mean squared error (sigmoid(.) / head_dim here, 10x larger) diverged in training: every
+    variant's loss was NaN within 4-8 updates of the tiny default, even at an outer rate of 4e-5
+    (docs/PAPER_NOTES.md, Titans).
     """
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, hidden: int, chunk: int, layer_idx: int):
@@ -210,7 +212,7 @@ class NeuralMemory(nn.Module):
         q, k, v = (p.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2) for p in u.chunk(3, dim=-1))
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         g = self.gate_proj(x).float().view(b, t, 3, self.n_heads).permute(2, 0, 3, 1)  # [3,B,H,T]
-        theta = torch.sigmoid(g[0]) / self.head_dim
+        theta = torch.sigmoid(g[0]) * INNER_LR / self.hidden
         log_eta = F.logsigmoid(g[1] + ETA_OFFSET)
         log_keep = F.logsigmoid(-(g[2] + ALPHA_OFFSET))  # log(1 - alpha)
         return q, k, v, theta, log_eta, log_keep, padded[:, -(TITANS_CONV_KERNEL - 1):].float()
