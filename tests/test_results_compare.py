@@ -25,6 +25,18 @@ def test_tolerances_by_quantity():
     assert tolerance("mfu") == 1e-2
 
 
+def test_timings_are_left_out(tmp_path):
+    """A rerun's seconds, tokens/s and ms per token differ with the machine's load: not compared."""
+    a, b = _tree(tmp_path / "a", 6.9496), _tree(tmp_path / "b", 6.9496)
+    for root, seconds, speed in ((a, 5.1, 1200.0), (b, 9.7, 640.0)):
+        data = json.loads((root / "runs" / "r" / "ppl.json").read_text())
+        data.update(seconds=seconds, tokens_per_s=speed)
+        (root / "runs" / "r" / "ppl.json").write_text(json.dumps(data))
+        (root / "tables" / "speed.csv").write_text(f"run,ms_per_token,kv_bytes\nr,{seconds},4096\n")
+    lines, failures = compare(a, b)
+    assert failures == 0 and lines[-1] == "5 of 5 numbers within tolerance; 0 not", lines
+
+
 def test_within_tolerance_passes_and_beyond_names_the_cell(tmp_path, capsys):
     a = _tree(tmp_path / "a", 6.9496)
     near = _tree(tmp_path / "near", 6.9451)  # the issue's two machines: 6.5e-4 apart

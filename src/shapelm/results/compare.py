@@ -1,7 +1,8 @@
 """`shapelm results compare A B`: did a rerun reproduce? Every number of two results trees
 (`results/EXP`), cell by cell: the per-run JSON files (`runs/RUN/*.json`: losses, perplexities,
 accuracies, counts) and the tables' CSV cells, with both values, their relative difference and
-the tolerance of that quantity (TOLERANCES, by the number's own key or column name). Exit 0 when
+the tolerance of that quantity (TOLERANCES, by the number's own key or column name); timings
+(TIMINGS) are left out. Exit 0 when
 every shared number is within its tolerance, 1 otherwise; a number on one side only is listed.
 """
 
@@ -21,6 +22,10 @@ from shapelm.errors import ShapelmError
 #: reductions differ between machines (docs/TRAINING.md, "Reproducibility"): 0.2 %; a perplexity
 #: is exp(loss), so a loss difference d moves it by about d x loss: 2 %; accuracies over a few
 #: hundred examples move by whole examples: 2 %; anything else 1 %.
+#: Measurements of time and speed (seconds, tokens/s, ms per token, MFU) are not reproduced by
+#: a rerun on a shared or another machine; they are left out of the comparison.
+TIMINGS = re.compile(r"(^|_)(seconds|time|ms|tokens_per_s|per_s|latency|mfu|throughput|speedup)(_|$)")
+
 TOLERANCES: tuple[tuple[str, float], ...] = (
     (r"^(n_|num_|count|step|steps|tokens|seq_len|max_instances|params)", 0.0),
     (r"loss", 2e-3),
@@ -99,6 +104,8 @@ def compare(a: Path, b: Path) -> tuple[list[str], int]:
     lines, failures, within = [], 0, 0
     for key in sorted(set(ours) | set(theirs)):
         cell, quantity = key
+        if TIMINGS.search(quantity.lower()):
+            continue
         if key not in ours or key not in theirs:
             lines.append(f"{cell}: only in {a if key in ours else b}")
             failures += 1
