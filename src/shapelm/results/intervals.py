@@ -103,13 +103,13 @@ def paired_mean_bootstrap(arm: np.ndarray, base: np.ndarray, n_boot: int = N_BOO
 
 def comparison_base(ctx, run: str) -> str | None:
     """The run a paper compares `run` against, or None (the base itself, or no counterpart)."""
-    exp = ctx.exp
+    plan = ctx.plan
     if run.startswith("lws_"):
         m = re.fullmatch(r"lws_(\w+?)_(\d+l)", run)
         if m and m.group(1) != "baseline" and ctx.has_run(f"lws_baseline_{m.group(2)}"):
             return f"lws_baseline_{m.group(2)}"
         return None
-    kind = (exp.runs[run].get("arch") or {}).get("kind")
+    kind = (plan.runs[run].get("arch") or {}).get("kind")
     if run.startswith("tp"):
         m = re.fullmatch(r"(tp\w+?m(?:_(?:ga|titans|hope))?)_(\w+)", run)
         if m and m.group(2) != "uniform" and ctx.has_run(f"{m.group(1)}_uniform"):
@@ -118,14 +118,14 @@ def comparison_base(ctx, run: str) -> str | None:
     if run.startswith("hg") and kind == "hourglass":
         prefix = run.split("_", 1)[0]
         for cand in (run.replace("_hg", "_conv", 1), re.sub(r"_hg(_k\d+)?$", "_conv", run), f"{prefix}_conv"):
-            if cand != run and ctx.has_run(cand) and (exp.runs[cand].get("arch") or {}).get("kind") == "conventional":
+            if cand != run and ctx.has_run(cand) and (plan.runs[cand].get("arch") or {}).get("kind") == "conventional":
                 return cand
     return None
 
 
 def pairs(ctx) -> list[tuple[str, str]]:
     """(arm, base) for every primary run with a comparison base, in config order."""
-    return [(r, b) for r in ctx.exp.runs if ctx.exp.is_primary(r) and (b := comparison_base(ctx, r))]
+    return [(r, b) for r in ctx.plan.runs if ctx.plan.is_primary(r) and (b := comparison_base(ctx, r))]
 
 
 def family(run: str) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from shapelm import reference as R
+from shapelm.plan.document import Plan
 from shapelm.reference import PrintedNumber
 from shapelm.results import fmt as F
 from shapelm.results import readers
@@ -218,7 +219,7 @@ def rel_latency(length: int, mixer: str = "mha") -> Getter:
     def get(ctx: Context, row: RowRef) -> float | None:
         if not row.run:
             return None
-        scale = ctx.exp.runs[row.run]["scale"].lower()
+        scale = ctx.plan.runs[row.run]["scale"].lower()
         pair = ctx.decode_pairs.get(scale)
         if not pair or row.run not in pair:
             return None
@@ -289,7 +290,7 @@ def paper_rows(ctx: Context, table: str) -> list[RowRef]:
             seen.add(r["run"])
     for name in ctx.runs_for_table(table):
         if name not in seen:
-            rows.append(RowRef(name, ctx.exp.runs[name].get("label", name), name, False))
+            rows.append(RowRef(name, ctx.plan.runs[name].get("label", name), name, False))
     return rows
 
 
@@ -347,7 +348,7 @@ NOT_REGENERATED = {
 EXTRA_TABLES = ["hourglass_fig5_decode_latency", "hourglass_longctx"]
 
 
-def regenerated_tables(exp) -> list[str]:
+def regenerated_tables(plan: Plan) -> list[str]:
     """Every table the project writes, in a fixed order: paper_values order, then extra tables,
     then any other table named in `tables:` of a run (sorted). Independent of finished runs."""
     names = [t for t in R.tables() if t not in NOT_REGENERATED]
@@ -356,7 +357,7 @@ def regenerated_tables(exp) -> list[str]:
             names.append(t)
     from shapelm.results.plain import TABLE_NAMES as PLAIN_TABLES  # written by shapelm.results.analyses
 
-    extra = sorted({t for run in exp.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES))
+    extra = sorted({t for run in plan.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES))
     return names + extra
 
 
@@ -469,12 +470,12 @@ def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
                 continue
             if paper_shape:
                 break
-    arch = ctx.exp.runs[run]["arch"]
+    arch = ctx.plan.runs[run]["arch"]
     if any(key in paper_shape and key in arch and paper_shape[key] != arch[key] for key in ("n_layers", "vocab_size")):
         return True
     # Some paper shapes name the vocabulary `vocab` (LWS); the run's is in its resolved model.
     vocab = paper_shape.get("vocab_size", paper_shape.get("vocab"))
-    return vocab is not None and vocab != ctx.exp.runs[run]["model"]["vocab_size"]
+    return vocab is not None and vocab != ctx.plan.runs[run]["model"]["vocab_size"]
 
 
 def over_seeds(ctx: Context, row: RowRef, col: Col) -> Spread | None:
@@ -721,7 +722,7 @@ def _fig3(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
 
 
 def _fig4(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
-    rows = [RowRef(n, ctx.exp.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
+    rows = [RowRef(n, ctx.plan.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
     cols = [_ours_only("total_compute", "total training compute C (FLOPs)", "shape", A("total_compute"), "e"),
             Col("avg_acc", "Avg downstream accuracy", "metric", avg_get("avg_acc"), "f4",
                 paper_from=("hourglass_table2", "avg_acc")),
@@ -761,7 +762,7 @@ def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     mixers")."""
     def label(run: str) -> str:
         base = ctx.decode_baselines.get(run)
-        return ctx.exp.runs[run].get("label", run) + (f" (vs {base})" if base else "")
+        return ctx.plan.runs[run].get("label", run) + (f" (vs {base})" if base else "")
 
     names = ctx.runs_for_table(name)  # the baselines first
     rows = [RowRef(n, label(n), n, False) for n in sorted(names, key=lambda n: n in ctx.decode_baselines)]
@@ -908,9 +909,9 @@ def _seed_std(get: Getter) -> Getter:
 def throughput_base(ctx: Context, run: str, candidates: list[str]) -> str | None:
     """The isotropic baseline a run's throughput is compared with: among `candidates`, the same
     scale and depth, `variant: baseline` (LWS) or `kind: conventional` (Hourglass)."""
-    me = ctx.exp.runs[run]
+    me = ctx.plan.runs[run]
     for name in candidates:
-        other = ctx.exp.runs[name]
+        other = ctx.plan.runs[name]
         if (other["scale"] == me["scale"] and ctx.acc(name)["n_layers"] == ctx.acc(run)["n_layers"]
                 and (other["arch"].get("variant") == "baseline" or other["arch"].get("kind") == "conventional")):
             return name
@@ -988,7 +989,7 @@ def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
 
 def _val_curves(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     """The runs of a validation/training-curve figure, with the curves' end points."""
-    rows = [RowRef(n, ctx.exp.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
+    rows = [RowRef(n, ctx.plan.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
 
     def best(key: str) -> Getter:
         def get(ctx: Context, row: RowRef) -> float | None:
