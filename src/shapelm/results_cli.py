@@ -50,8 +50,6 @@ def add_commands(subparsers) -> None:
 def _plan(path: str):
     from shapelm.plan.build import load_plan
 
-    if not Path(path).exists():
-        raise ResultsError(f"{path}: config file not found")
     return load_plan(path)
 
 

@@ -151,5 +151,5 @@ def load_plan(source: str | os.PathLike | Experiment | Plan) -> Plan:
     if isinstance(source, Experiment):
         return plan_of(source)
     if not Path(source).exists():
-        raise ConfigError(f"{source}: config file not found")
+        raise ConfigError(f"{source}: config or plan file not found")
     return read_plan(source) if is_plan_document(source) else plan_of(load_experiment(source))
