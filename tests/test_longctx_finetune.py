@@ -107,3 +107,40 @@ def test_prepare_reads_the_train_split_and_stops_at_max_segments(tmp_path):
     assert store.n_tokens == 5 * 64 and store.manifest["split"] == "train"
     first = tok.encode(english_text(200, seed=0)).ids[:64]
     assert store.read(0, 64).tolist() == first  # the train books, in order
+
+
+def test_finetune_makes_the_updates_of_plain_adamw_on_its_segments(setup):
+    """The finetune's trajectory equals a plain PyTorch loop written from its recipe alone: the
+    YaRN model from the base weights, AdamW, the warm-up/linear-decay lr, each step's whole
+    batch of segments (micro-batches, checkpointing and chunked loss change no number)."""
+    from shapelm.longctx.finetune import SegmentData
+    from shapelm.longctx.yarn import yarn_model_config
+    from shapelm.model import build_model
+
+    tmp, cfg = setup
+    ft = FinetuneConfig(**cfg)
+    result = yarn_finetune(tmp / "base", tmp / "tokens", tmp / "ft", ft)
+    losses = [json.loads(x)["loss"] for x in (tmp / "ft" / "metrics.jsonl").read_text().splitlines()]
+
+    base = load_pretrained(tmp / "base")
+    model = build_model(yarn_model_config(base.config, ft.scaling()), "cpu")
+    model.load_state_dict(base.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=ft.lr, betas=(ft.beta1, ft.beta2), eps=ft.eps,
+                            weight_decay=0.0)
+    segments = SegmentData(tmp / "tokens", ft.seq_len, ft.seed)
+    expected = []
+    for step in range(ft.steps):
+        for group in opt.param_groups:
+            group["lr"] = ft.lr * lr_factor(step, ft.warmup, ft.steps, ft.schedule)
+        batch = np.stack([segments.sample(step * ft.batch + i) for i in range(ft.batch)])
+        tokens = torch.from_numpy(batch.astype(np.int64))
+        loss = model(tokens[:, :-1], tokens[:, 1:], return_logits=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        expected.append(float(loss.detach()))
+    assert losses == pytest.approx(expected, rel=1e-5)
+    assert len(set(expected)) == ft.steps  # every step saw other segments
+    finetuned = load_pretrained(result.path).state_dict()
+    for name, want in model.state_dict().items():
+        torch.testing.assert_close(finetuned[name], want, rtol=1e-4, atol=1e-6, msg=name)
