@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
-import math
 import os
 import signal
 import time
@@ -40,8 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.utils.checkpoint import checkpoint
 
+from shapelm.config import TrainRecipe
 from shapelm.errors import ConfigError, DataError
 from shapelm.longctx.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
 from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
@@ -99,20 +99,21 @@ def lr_factor(step: int, warmup: int, total: int, schedule: str) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def enable_activation_checkpointing(model: torch.nn.Module) -> None:
-    """Recompute every decoder block in the backward pass (instance-level wrapper, weights untouched)."""
-    for block in model.layers:
-        if getattr(block, "_shapelm_ckpt", False):
-            continue
-        inner = block.forward
-
-        def wrapped(x, cos, sin, kv_cache=None, _inner=inner):
-            if kv_cache is not None or not torch.is_grad_enabled():
-                return _inner(x, cos, sin, kv_cache)
-            return checkpoint(_inner, x, cos, sin, use_reentrant=False)
-
-        block.forward = wrapped
-        block._shapelm_ckpt = True
+def finetune_recipe(cfg: FinetuneConfig) -> TrainRecipe:
+    """The finetune as a pretraining recipe: what pretraining's model building (sharding,
+    activation checkpointing), optimizer and update (shapelm.train.loop.update) read. Its lr
+    schedule is `lr_factor`, not the recipe's cosine."""
+    batch_tokens = cfg.batch * cfg.seq_len
+    return TrainRecipe(
+        lr=cfg.lr, batch_tokens=batch_tokens, total_tokens=cfg.steps * batch_tokens,
+        warmup_tokens=cfg.warmup * batch_tokens, seq_len=cfg.seq_len, micro_batch_size=cfg.micro_batch,
+        betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay,
+        grad_clip=cfg.grad_clip, z_loss=0.0, seed=cfg.seed, compile=False,
+        distributed="fsdp",  # several processes always shard: an 8B finetune fits no GPU whole
+        activation_checkpointing="full" if cfg.activation_checkpointing else "none",
+        checkpoint_every=cfg.checkpoint_every, keep_last=cfg.keep_checkpoints, log_every=1,
+        loss_chunk_tokens=cfg.loss_chunk_tokens, repetition_filter=False,
+    )
 
 
 class SegmentData:
@@ -200,18 +201,6 @@ class FinetuneResult:
         return 128 + self.signal if self.status == "preempted" and self.signal else 0
 
 
-@dataclass(frozen=True)
-class _Sharding:
-    """The fields of a TrainRecipe that pretraining's FSDP helpers read (shapelm.train.loop)."""
-
-    distributed: str = "fsdp"  # several processes always shard: an 8B finetune fits no GPU whole
-    frozen_lm_head: bool = False
-    compile: bool = False
-
-
-SHARDING = _Sharding()
-
-
 def _mismatch(saved: dict, cfg: dict) -> str | None:
     fixed = ("lr", "batch", "seq_len", "factor", "original", "warmup", "schedule", "seed", "model")
     diff = [k for k in fixed if saved.get(k) != cfg.get(k)]
@@ -268,6 +257,23 @@ def _segments_dir(data, tokenizer, cfg: FinetuneConfig, out: Path, split, env) -
     return prepared
 
 
+def micro_batches(segments: SegmentData, step: int, cfg: FinetuneConfig, env, accum: int):
+    """(inputs, labels) micro-batches of this rank for the update made at 0-based `step`: its
+    share of the step's segments, inputs the first seq_len - 1 tokens, labels the last."""
+    out = []
+    for micro in range(accum):
+        first = step * cfg.batch + (env.rank * accum + micro) * cfg.micro_batch
+        seg = np.stack([segments.sample(first + i) for i in range(cfg.micro_batch)])
+        tokens = torch.from_numpy(seg.astype(np.int64)).to(env.device)
+        out.append((tokens[:, :-1], tokens[:, 1:]))
+    return out
+
+
+def _nonfinite_error(step: int, loss: float, grad_norm: float | None) -> DataError:
+    return DataError(f"finetune: non-finite loss {loss} (grad norm {grad_norm}) at step {step}; "
+                     f"no update was applied")
+
+
 def _agreed_signal(signum: int, env) -> int:
     """The stop signal of any rank (0: none), the same on every rank, so all stop at this step."""
     if not env.distributed:
@@ -279,16 +285,16 @@ def _agreed_signal(signum: int, env) -> int:
     return int(t[0])
 
 
-def _save(out: Path, step: int, model, optimizer, run_cfg: dict, cfg: FinetuneConfig, env) -> Path:
+def _save(out: Path, step: int, model, optimizer, run_cfg: dict, recipe: TrainRecipe, env) -> Path:
     """Full (unsharded) state on rank 0, written atomically; a collective under FSDP."""
     from shapelm.longctx.checkpoint import checkpoint_dir
     from shapelm.train import loop
     from shapelm.train.distributed import barrier
 
-    msd = loop.full_model_state(model, SHARDING, env)
-    osd = loop.full_optimizer_state(model, optimizer, SHARDING, env)
+    msd = loop.full_model_state(model, recipe, env)
+    osd = loop.full_optimizer_state(model, optimizer, recipe, env)
     if env.is_main:
-        save_checkpoint(out, step, msd, osd, run_cfg, keep=cfg.keep_checkpoints)
+        save_checkpoint(out, step, msd, osd, run_cfg, keep=recipe.keep_last)
     del msd, osd
     barrier(env)
     return checkpoint_dir(out, step)
@@ -339,7 +345,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
               preempt, stop_margin_s: float, on_step, env) -> FinetuneResult:
     from shapelm.model.io import load_model_config
     from shapelm.train import loop
-    from shapelm.train.distributed import all_reduce_sum, barrier, broadcast_object
+    from shapelm.train.distributed import barrier, broadcast_object
     from shapelm.train.observe import MetricsLog
 
     model_path = _model_path(model_dir)
@@ -376,15 +382,13 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     torch.manual_seed(cfg.seed)
     amp = getattr(torch, cfg.autocast_dtype) if env.device.type == "cuda" else None
-    model, forward = loop.build_parallel(model_cfg, SHARDING, env, full, amp)
+    recipe = finetune_recipe(cfg)
+    model, forward = loop.build_parallel(model_cfg, recipe, env, full, amp)
     del full
-    if cfg.activation_checkpointing:
-        enable_activation_checkpointing(model)
-    # foreach: the multi-tensor AdamW also takes FSDP's DTensor shards
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                                  weight_decay=cfg.weight_decay, foreach=True)
+    optimizer = loop.make_optimizer(model, recipe, env, loop.is_fsdp(recipe, env))
+    trainable = [p for p in model.parameters() if p.requires_grad]
     if resumed_from:
-        loop.load_optimizer_state(model, optimizer, state["optimizer"] if env.is_main else {}, SHARDING, env)
+        loop.load_optimizer_state(model, optimizer, state["optimizer"] if env.is_main else {}, recipe, env)
         if env.is_main:
             set_rng_state(state["rng"])
         log.info("resumed %s at step %d (%d processes)", resumed_from, step, env.world_size)
@@ -409,32 +413,12 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
                 break
             t0 = time.perf_counter()
             lr = cfg.lr * lr_factor(step, cfg.warmup, cfg.steps, cfg.schedule)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            local = 0.0
-            for micro in range(accum):
-                first = step * cfg.batch + (env.rank * accum + micro) * cfg.micro_batch
-                seg = np.stack([segments.sample(first + i) for i in range(cfg.micro_batch)])
-                tokens = torch.from_numpy(seg.astype(np.int64)).to(env.device)
-                with amp_ctx():
-                    outp = forward(
-                        tokens[:, :-1], tokens[:, 1:], return_logits=False, loss_chunk_tokens=cfg.loss_chunk_tokens
-                    )
-                # Every segment has seq_len - 1 labels, so the mean of micro-batch means is the
-                # token mean; FSDP averages the ranks' gradients at each backward (no unsharded
-                # gradient is kept between micro-batches: 8B of them would not fit).
-                (outp.loss / accum).backward()
-                local += float(outp.loss.detach()) / accum
-            loss_sum = all_reduce_sum(torch.tensor([local], dtype=torch.float64, device=env.device), env)
-            total = float(loss_sum[0]) / env.world_size
-            if not math.isfinite(total):
-                raise DataError(f"finetune: non-finite loss {total} at step {step}")
-            grad_norm = None
-            if cfg.grad_clip:
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            # FSDP reduce-scatters each micro-batch's gradients: no unsharded gradient is kept
+            # between micro-batches (8B of them would not fit).
+            total, _, _, grad_norm = loop.update(
+                model, forward, optimizer, trainable, micro_batches(segments, step, cfg, env, accum),
+                cfg.batch * (cfg.seq_len - 1), lr, recipe, env, amp_ctx,
+                functools.partial(_nonfinite_error, step), sync_each_micro_batch=True)
             step += 1
             took = time.perf_counter() - t0
             step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
@@ -449,7 +433,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
                 on_step(rec)
             if step % cfg.checkpoint_every == 0 and step < cfg.steps:
                 t_save = time.perf_counter()
-                _save(out, step, model, optimizer, run_cfg, cfg, env)
+                _save(out, step, model, optimizer, run_cfg, recipe, env)
                 last_saved = step
                 # the stop must leave room for a checkpoint as slow as this one (minutes at 8B)
                 preempt.margin_s = max(stop_margin_s, 1.5 * (time.perf_counter() - t_save))
@@ -458,12 +442,12 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     if status == "completed":
         info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
-        final = loop.write_final(out, model, model_cfg, SHARDING, env, info)
+        final = loop.write_final(out, model, model_cfg, recipe, env, info)
         if env.is_main:
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)
         return FinetuneResult("completed", step, cfg.steps, final)
-    path = (_save(out, step, model, optimizer, run_cfg, cfg, env) if step != last_saved
+    path = (_save(out, step, model, optimizer, run_cfg, recipe, env) if step != last_saved
             else latest_checkpoint(out, verify=False))
     if status == "preempted" and env.is_main:
         log.warning("stopped by %s at step %d: checkpoint %s; exit %d",

@@ -13,6 +13,7 @@ update on the token-weighted mean loss of the global batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -404,21 +405,9 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             if n_global == 0:
                 raise all_masked_error(store, step, recipe)
             lr = lr_at(step, recipe)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss, ce_loss, z_loss = _accumulate_gradients(model, forward, batches, n_global, recipe, env,
-                                                          amp_ctx)
-            grad_norm = _clip_gradients(trainable, recipe.grad_clip)
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
-                good = ckpt.latest_valid(out_dir, verify=False) if env.is_main else None
-                raise NonFiniteLossError(
-                    f"step {step}: non-finite loss {loss} / grad norm {grad_norm}; no update was "
-                    f"applied; the last good checkpoint is "
-                    f"{good[1] if good else 'none (no checkpoint yet)'}"
-                )
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            loss, ce_loss, z_loss, grad_norm = update(
+                model, forward, optimizer, trainable, batches, n_global, lr, recipe, env, amp_ctx,
+                functools.partial(_nonfinite_error, metrics, out_dir, env, step))
             took = time.perf_counter() - t_step
             step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
 
@@ -479,14 +468,51 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     return _interrupted(status, step, total, out_dir, path, preempt)
 
 
+def update(model, forward, optimizer, trainable, batches, n_global: int, lr: float,
+           recipe: TrainRecipe, env, amp_ctx, nonfinite_error: Callable[[float, float | None], Exception],
+           *, sync_each_micro_batch: bool = False) -> tuple[float, float, float, float | None]:
+    """One optimizer update, the only place where shapelm steps an optimizer (pretraining and
+    the YaRN finetune): gradients of this rank's micro `batches` ((inputs, labels) pairs; the
+    global batch has `n_global` labelled tokens), clipped to `recipe.grad_clip` (None: not
+    clipped, no norm), then AdamW at `lr`. A non-finite loss or norm raises
+    `nonfinite_error(loss, grad_norm)` instead: no update is applied. `sync_each_micro_batch`: FSDP
+    reduce-scatters every micro batch's gradients instead of holding unsharded ones until the
+    last (the finetune's 8B gradients would not fit). Returns (loss, cross-entropy, z-loss,
+    grad norm) of the global batch."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss, ce_loss, z_loss = _accumulate_gradients(model, forward, batches, n_global, recipe, env,
+                                                  amp_ctx, sync_each_micro_batch)
+    grad_norm = None if recipe.grad_clip is None else _clip_gradients(trainable, recipe.grad_clip)
+    if not (math.isfinite(loss) and (grad_norm is None or math.isfinite(grad_norm))):
+        raise nonfinite_error(loss, grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, ce_loss, z_loss, grad_norm
+
+
+def _nonfinite_error(metrics, out_dir: Path, env, step: int, loss: float,
+                     grad_norm: float) -> NonFiniteLossError:
+    """Pretraining's non-finite step: recorded in metrics.jsonl, the error names the last good
+    checkpoint."""
+    metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
+    good = ckpt.latest_valid(out_dir, verify=False) if env.is_main else None
+    return NonFiniteLossError(
+        f"step {step}: non-finite loss {loss} / grad norm {grad_norm}; no update was "
+        f"applied; the last good checkpoint is "
+        f"{good[1] if good else 'none (no checkpoint yet)'}"
+    )
+
+
 def _accumulate_gradients(model, forward, batches, n_global: int, recipe: TrainRecipe, env,
-                          amp_ctx) -> tuple[float, float, float]:
-    """Forward and backward of one step's micro-batches, gradients synced on the last only; the
-    global batch's mean loss, cross-entropy and (weighted) z-loss."""
+                          amp_ctx, sync_each_micro_batch: bool = False) -> tuple[float, float, float]:
+    """Forward and backward of one step's micro-batches, gradients synced on the last only
+    (unless `sync_each_micro_batch`); the global batch's mean loss, cross-entropy and
+    (weighted) z-loss."""
     accum = len(batches)
     sums = torch.zeros(3, dtype=torch.float64, device=env.device)
     for j, (x, labels) in enumerate(batches):
-        with micro_batch_sync(model, forward, recipe, last=j == accum - 1):
+        with micro_batch_sync(model, forward, recipe, last=sync_each_micro_batch or j == accum - 1):
             with amp_ctx():
                 out = forward(x, labels, z_loss_multiplier=recipe.z_loss, return_logits=False,
                               loss_chunk_tokens=recipe.loss_chunk_tokens or None)
