@@ -144,3 +144,21 @@ def test_finetune_makes_the_updates_of_plain_adamw_on_its_segments(setup):
     finetuned = load_pretrained(result.path).state_dict()
     for name, want in model.state_dict().items():
         torch.testing.assert_close(finetuned[name], want, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_one_module_steps_an_optimizer():
+    """Pretraining and the finetune update weights through one function (train.loop.update):
+    no other module of the package calls an optimizer's step()."""
+    import ast
+    from pathlib import Path
+
+    import shapelm
+
+    root = Path(shapelm.__file__).parent
+    stepping = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "step" and "opt" in ast.unparse(node.func.value).lower()):
+                stepping.add(path.relative_to(root).as_posix())
+    assert stepping == {"train/loop.py"}
