@@ -274,17 +274,6 @@ def _nonfinite_error(step: int, loss: float, grad_norm: float | None) -> DataErr
                      f"no update was applied")
 
 
-def _agreed_signal(signum: int, env) -> int:
-    """The stop signal of any rank (0: none), the same on every rank, so all stop at this step."""
-    if not env.distributed:
-        return signum
-    import torch.distributed as dist
-
-    t = torch.tensor([signum], dtype=torch.int64, device=env.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t[0])
-
-
 def _save(out: Path, step: int, model, optimizer, run_cfg: dict, recipe: TrainRecipe, env) -> Path:
     """Full (unsharded) state on rank 0, written atomically; a collective under FSDP."""
     from shapelm.longctx.checkpoint import checkpoint_dir
@@ -406,8 +395,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
             if max_steps_this_call is not None and step - start >= max_steps_this_call:
                 status = "stopped"
                 break
-            stopping = preempt.should_stop(step_seconds)  # a signal, or the time limit (SIGUSR1)
-            stop_signal = _agreed_signal((preempt.signum or 0) if stopping else 0, env)
+            stop_signal, _ = loop.agree_to_stop(preempt, step_seconds, env)  # a signal, or the time limit
             if stop_signal:
                 status = "preempted"
                 break

@@ -391,14 +391,12 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             batches, local = micro_batches(store, step, recipe, env, accum)
             if env.is_main:
                 preempt.hold_for_signal(run_config.get("name", ""), step, out_dir / "HOLDING")
-            # Every rank stops at the same step: the flag is summed with the token count. A step
+            # Every rank stops at the same step (the agreement carries the token count). A step
             # that evaluates needs the time of the last evaluation too.
             evaluates = evaluator is not None and is_due(step, recipe, total)
-            stop_now = preempt.should_stop(step_seconds + (evaluator.seconds if evaluates else 0.0))
-            head = torch.tensor([local, 1 if stop_now else 0], dtype=torch.int64, device=env.device)
-            all_reduce_sum(head, env)
-            n_global, flagged = int(head[0]), int(head[1])
-            if flagged:
+            stop_signal, (n_global,) = agree_to_stop(
+                preempt, step_seconds + (evaluator.seconds if evaluates else 0.0), env, local)
+            if stop_signal:
                 step -= 1  # the state is that after the previous update
                 status = "preempted"
                 break
@@ -466,6 +464,28 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         found = ckpt.latest_valid(out_dir, verify=False)
         path = found[1] if found else None
     return _interrupted(status, step, total, out_dir, path, preempt)
+
+
+def agree_to_stop(preempt: Preemption, step_seconds: float, env: DistEnv,
+                  *counts: int) -> tuple[int, list[int]]:
+    """Every rank, at a step boundary: whether any rank stops (a signal, or its time limit no
+    longer holding the margin and two steps of `step_seconds`), decided in one all-reduce that
+    also sums this rank's `counts`. Returns (the signal every rank stops with, 0: none; the
+    summed counts). A rank stopped by another's signal or clock takes the largest signal
+    number of the ranks as its own, so every rank checkpoints and exits alike."""
+    head = torch.tensor([1 if preempt.should_stop(step_seconds) else 0, *counts],
+                        dtype=torch.int64, device=env.device)
+    all_reduce_sum(head, env)
+    flagged, *totals = head.tolist()
+    if not flagged:
+        return 0, totals
+    signum = torch.tensor([preempt.signum or 0], dtype=torch.int64, device=env.device)
+    if env.distributed:
+        import torch.distributed as dist
+
+        dist.all_reduce(signum, op=dist.ReduceOp.MAX)
+    preempt.signum = int(signum[0])
+    return preempt.signum, totals
 
 
 def update(model, forward, optimizer, trainable, batches, n_global: int, lr: float,
