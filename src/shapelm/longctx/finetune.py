@@ -11,13 +11,17 @@ PyTorch path defaults to ``get_linear_schedule_with_warmup``, the same shape. He
 ``--lr-schedule constant``) is available. Both give lr = 0 on the first update, as HF's and
 DeepSpeed's schedulers do.
 
-Memory: each block runs under activation checkpointing and the loss is computed in vocabulary
-chunks (``loss_chunk_tokens``), so a 65,536-token segment never materialises [tokens, vocab]
-logits. Micro-batches accumulate to the global batch.
+Updates: the finetune is a pretraining recipe (:func:`finetune_recipe`) and each update is
+pretraining's :func:`shapelm.train.loop.update` (AdamW, accumulation, the non-finite check);
+this module owns the schedule, the segment order and the loop around the updates.
+
+Memory: each block runs under activation checkpointing (``set_recompute("full")``) and the
+loss is computed in vocabulary chunks (``loss_chunk_tokens``), so a 65,536-token segment never
+materialises [tokens, vocab] logits. Micro-batches accumulate to the global batch.
 
 Processes: one per GPU (``srun`` / ``torchrun``, see :mod:`shapelm.train.distributed`); with more
 than one the model is sharded with FSDP2 exactly as pretraining's ``distributed: fsdp`` does (the
-same helpers of :mod:`shapelm.train.loop`): fp32 weights, gradients and AdamW state are split
+same helpers, :mod:`shapelm.train.parallel`): fp32 weights, gradients and AdamW state are split
 over the ranks (an 8B model's ~130 GB fit no single GPU). Rank ``r`` of ``W`` takes the
 contiguous share ``[r B/W, (r+1) B/W)`` of each step's ``B`` segments, so any world size makes
 the same update. SIGTERM / SIGUSR1, or ``time_limit_min`` running out, stop every rank at the
