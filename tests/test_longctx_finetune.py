@@ -8,7 +8,7 @@ import torch
 
 from shapelm.data.tokens import write_token_dir
 from shapelm.errors import ConfigError
-from shapelm.longctx.checkpoint import list_checkpoints, load_checkpoint
+from shapelm.train import checkpoint as ckpt
 from shapelm.longctx.finetune import FinetuneConfig, lr_factor, yarn_finetune
 from tiny_longctx import tiny_model
 from shapelm.model import load_pretrained, save_pretrained
@@ -48,10 +48,13 @@ def test_finetune_and_resume_match_uninterrupted(setup):
 
     # interrupted after 1 step (checkpoint written on stop), then resumed to the end
     yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg), max_steps_this_call=1)
-    assert [s for s, _ in list_checkpoints(tmp / "res")] == [1]
-    state = load_checkpoint(list_checkpoints(tmp / "res")[0][1])
+    [(step, path)] = ckpt.list_checkpoints(tmp / "res")
+    assert step == 1 and ckpt.is_valid(path, verify=True)  # pretraining's verified layout
+    trainer = ckpt.load_torch(path / "trainer.pt")
+    assert trainer["step"] == 1 and trainer["scheduler"]["kind"] == "yarn_linear"
+    assert trainer["scheduler"]["last_lr"] == 0.0  # the first update's lr
     # optimizer state keyed by parameter name, as pretraining's (world-size independent)
-    assert state["step"] == 1 and "exp_avg" in state["optimizer"]["state"]["layers.0.attn.q_proj.weight"]
+    assert "exp_avg" in ckpt.load_torch(path / "optimizer.pt")["state"]["layers.0.attn.q_proj.weight"]
     yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg), max_steps_this_call=2)
     resumed = yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg)).path
     m_res = load_pretrained(resumed)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -46,8 +47,7 @@ import numpy as np
 import torch
 
 from shapelm.config import TrainRecipe
-from shapelm.errors import ConfigError, DataError
-from shapelm.longctx.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
+from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
 
 log = logging.getLogger(__name__)
@@ -205,13 +205,16 @@ class FinetuneResult:
         return 128 + self.signal if self.status == "preempted" and self.signal else 0
 
 
-def _mismatch(saved: dict, cfg: dict) -> str | None:
-    fixed = ("lr", "batch", "seq_len", "factor", "original", "warmup", "schedule", "seed", "model")
-    diff = [k for k in fixed if saved.get(k) != cfg.get(k)]
-    if not diff:
-        return None
-    return "resuming with a different config: " + ", ".join(
-        f"{k}: checkpoint {saved.get(k)!r} vs now {cfg.get(k)!r}" for k in diff)
+#: What a resumed finetune must share with its checkpoint: a change of any is refused (the
+#: number of steps may grow; data, micro-batch and checkpoint cadence may change).
+RESUME_KEYS = ("lr", "batch", "seq_len", "factor", "original", "warmup", "schedule", "seed", "model")
+
+
+def resume_fingerprint(run_cfg: dict) -> tuple[str, dict]:
+    """(hash, content) of the finetune's `RESUME_KEYS`: what its checkpoints record as their
+    recipe, as pretraining's record the recipe hash."""
+    content = {k: run_cfg.get(k) for k in RESUME_KEYS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16], content
 
 
 def micro_batches_per_rank(cfg: FinetuneConfig, world_size: int) -> int:
@@ -278,19 +281,18 @@ def _nonfinite_error(step: int, loss: float, grad_norm: float | None) -> DataErr
                      f"no update was applied")
 
 
-def _save(out: Path, step: int, model, optimizer, run_cfg: dict, recipe: TrainRecipe, env) -> Path:
-    """Full (unsharded) state on rank 0, written atomically; a collective under FSDP."""
-    from shapelm.longctx.checkpoint import checkpoint_dir
-    from shapelm.train import loop
-    from shapelm.train.distributed import barrier
+def _save(out: Path, step: int, model, optimizer, run_cfg: dict, cfg: FinetuneConfig,
+          recipe: TrainRecipe, env) -> Path:
+    """Pretraining's checkpoint of `step` (shapelm.train.state; a collective), its schedule
+    the finetune's."""
+    from shapelm.train.state import save_checkpoint
 
-    msd = loop.full_model_state(model, recipe, env)
-    osd = loop.full_optimizer_state(model, optimizer, recipe, env)
-    if env.is_main:
-        save_checkpoint(out, step, msd, osd, run_cfg, keep=recipe.keep_last)
-    del msd, osd
-    barrier(env)
-    return checkpoint_dir(out, step)
+    rhash, rcontent = resume_fingerprint(run_cfg)
+    scheduler = {"kind": f"yarn_{cfg.schedule}", "step": step, "peak_lr": cfg.lr,
+                 "warmup_steps": cfg.warmup, "total_steps": cfg.steps,
+                 "last_lr": cfg.lr * lr_factor(step - 1, cfg.warmup, cfg.steps, cfg.schedule) if step else 0.0}
+    return save_checkpoint(out, step, model, optimizer, env, recipe, rhash, rcontent,
+                           {"kind": "yarn_finetune"}, scheduler=scheduler).seal()
 
 
 def yarn_finetune(
@@ -325,21 +327,23 @@ def yarn_finetune(
     cfg = config or FinetuneConfig()
     cfg.validate()
     preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)  # the clock starts
-    with process_group(cfg.device) as env:
+    with process_group(cfg.device) as env, contextlib.ExitStack() as held:
         try:
             preempt.install()
             return _finetune(model_dir, data, Path(out_dir), cfg, tokenizer, split, max_steps_this_call,
-                             preempt, stop_margin_s, on_step, env)
+                             preempt, stop_margin_s, on_step, env, held)
         finally:
             preempt.restore()
 
 
 def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split, max_steps_this_call,
-              preempt, stop_margin_s: float, on_step, env) -> FinetuneResult:
+              preempt, stop_margin_s: float, on_step, env, held) -> FinetuneResult:
     from shapelm.model.io import load_model_config
+    from shapelm.train import checkpoint as ckpt
     from shapelm.train import loop
     from shapelm.train.distributed import barrier, broadcast_object
     from shapelm.train.observe import MetricsLog
+    from shapelm.train.state import load_checkpoint, prepare_run_dir
 
     model_path = _model_path(model_dir)
     final = out / "final"
@@ -360,18 +364,25 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
     run_cfg = dict(dataclasses.asdict(cfg), model=str(model_path.resolve()), data=str(Path(data).resolve()),
                    rope_scaling=scaling)
 
-    # Rank 0 finds the checkpoint and reads it (and the base weights); every rank follows its
-    # decision, so a config mismatch fails on all of them alike.
-    state, decision = None, [0, None, None]
+    # Pretraining's start-up: rank 0 checks the directory (writable, locked), the segments'
+    # sha256 and finds the checkpoint (refused if its RESUME_KEYS differ); every rank follows
+    # its decision, or raises its error.
+    resume = failure = None
     if env.is_main:
-        last = latest_checkpoint(out)
-        if last is not None:
-            state = load_checkpoint(last)
-            decision = [int(state["step"]), str(last), _mismatch(state["config"], run_cfg)]
-    step, resumed_from, problem = broadcast_object(decision, env)
-    if problem:
-        raise ConfigError(problem)
-    full = (state["model"] if state else _base_weights(model_path)) if env.is_main else {}
+        try:
+            resume = prepare_run_dir(out, segments.store, *resume_fingerprint(run_cfg), held)
+        except ShapelmError as err:
+            failure = err
+    resume, failure = broadcast_object([resume, failure], env)
+    if failure is not None:
+        raise failure
+    step, resumed_from = (resume[0], Path(resume[1])) if resume else (0, None)
+    if resumed_from is not None and ckpt.is_sharded(resumed_from):
+        full = None  # seeded, then replaced by the shards (load_checkpoint)
+    elif env.is_main:  # rank 0 reads, FSDP broadcasts
+        full = ckpt.load_torch(resumed_from / "model.pt", mmap=True) if resumed_from else _base_weights(model_path)
+    else:
+        full = {}
 
     torch.manual_seed(cfg.seed)
     amp = getattr(torch, cfg.autocast_dtype) if env.device.type == "cuda" else None
@@ -381,11 +392,8 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
     optimizer = loop.make_optimizer(model, recipe, env, loop.is_fsdp(recipe, env))
     trainable = [p for p in model.parameters() if p.requires_grad]
     if resumed_from:
-        loop.load_optimizer_state(model, optimizer, state["optimizer"] if env.is_main else {}, recipe, env)
-        if env.is_main:
-            set_rng_state(state["rng"])
+        load_checkpoint(resumed_from, model, optimizer, recipe, env)
         log.info("resumed %s at step %d (%d processes)", resumed_from, step, env.world_size)
-    del state
     if env.is_main:
         (out / "finetune_config.json").write_text(json.dumps(run_cfg, indent=1) + "\n")
 
@@ -425,7 +433,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
                 on_step(rec)
             if step % cfg.checkpoint_every == 0 and step < cfg.steps:
                 t_save = time.perf_counter()
-                _save(out, step, model, optimizer, run_cfg, recipe, env)
+                _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
                 last_saved = step
                 # the stop must leave room for a checkpoint as slow as this one (minutes at 8B)
                 preempt.margin_s = max(stop_margin_s, 1.5 * (time.perf_counter() - t_save))
@@ -439,8 +447,11 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)
         return FinetuneResult("completed", step, cfg.steps, final)
-    path = (_save(out, step, model, optimizer, run_cfg, recipe, env) if step != last_saved
-            else latest_checkpoint(out, verify=False))
+    if step != last_saved:
+        path = _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
+    else:
+        found = ckpt.latest_valid(out, verify=False)
+        path = found[1] if found else None  # None: no update yet
     if status == "preempted" and env.is_main:
         log.warning("stopped by %s at step %d: checkpoint %s; exit %d",
                     signal.Signals(stop_signal).name, step, path, 128 + stop_signal)
