@@ -343,7 +343,8 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
     from shapelm.train import loop
     from shapelm.train.distributed import barrier, broadcast_object
     from shapelm.train.observe import MetricsLog
-    from shapelm.train.state import load_checkpoint, prepare_run_dir
+    from shapelm.train.parallel import build_parallel, is_fsdp, make_optimizer
+    from shapelm.train.state import load_checkpoint, prepare_run_dir, write_final
 
     model_path = _model_path(model_dir)
     final = out / "final"
@@ -387,9 +388,9 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
     torch.manual_seed(cfg.seed)
     amp = getattr(torch, cfg.autocast_dtype) if env.device.type == "cuda" else None
     recipe = finetune_recipe(cfg)
-    model, forward = loop.build_parallel(model_cfg, recipe, env, full, amp)
+    model, forward = build_parallel(model_cfg, recipe, env, full, amp)
     del full
-    optimizer = loop.make_optimizer(model, recipe, env, loop.is_fsdp(recipe, env))
+    optimizer = make_optimizer(model, recipe, env, is_fsdp(recipe, env))
     trainable = [p for p in model.parameters() if p.requires_grad]
     if resumed_from:
         load_checkpoint(resumed_from, model, optimizer, recipe, env)
@@ -442,7 +443,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     if status == "completed":
         info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
-        final = loop.write_final(out, model, model_cfg, recipe, env, info)
+        final = write_final(out, model, model_cfg, recipe, env, info)
         if env.is_main:
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)

@@ -191,14 +191,10 @@ def recipe_fingerprint(cfg: ModelConfig, recipe: TrainRecipe, data_identity: dic
     return hashlib.sha256(blob).hexdigest()[:16], content
 
 
-from shapelm.train.parallel import (  # noqa: E402  (re-exported: the finetune and tests use them)
+from shapelm.train.parallel import (  # noqa: E402
     autocast_dtype,
     build_parallel,
-    full_model_state,  # noqa: F401
-    full_optimizer_state,  # noqa: F401
-    initial_state,  # noqa: F401
     is_fsdp,
-    load_optimizer_state,  # noqa: F401
     make_optimizer,
     micro_batch_sync,
 )
