@@ -12,8 +12,9 @@ PyTorch path defaults to ``get_linear_schedule_with_warmup``, the same shape. He
 DeepSpeed's schedulers do.
 
 Updates: the finetune is a pretraining recipe (:func:`finetune_recipe`) and each update is
-pretraining's :func:`shapelm.train.loop.update` (AdamW, accumulation, the non-finite check);
-this module owns the schedule, the segment order and the loop around the updates.
+pretraining's :func:`shapelm.train.loop.update` (AdamW, accumulation, the non-finite check),
+its checkpoints pretraining's (:mod:`shapelm.train.state`); this module owns the schedule, the
+segment order and the loop around the updates.
 
 Memory: each block runs under activation checkpointing (``set_recompute("full")``) and the
 loss is computed in vocabulary chunks (``loss_chunk_tokens``), so a 65,536-token segment never
@@ -105,8 +106,8 @@ def lr_factor(step: int, warmup: int, total: int, schedule: str) -> float:
 
 def finetune_recipe(cfg: FinetuneConfig) -> TrainRecipe:
     """The finetune as a pretraining recipe: what pretraining's model building (sharding,
-    activation checkpointing), optimizer and update (shapelm.train.loop.update) read. Its lr
-    schedule is `lr_factor`, not the recipe's cosine."""
+    activation checkpointing), optimizer, update (shapelm.train.loop.update) and checkpoints
+    (shapelm.train.state) read. Its lr schedule is `lr_factor`, not the recipe's cosine."""
     batch_tokens = cfg.batch * cfg.seq_len
     return TrainRecipe(
         lr=cfg.lr, batch_tokens=batch_tokens, total_tokens=cfg.steps * batch_tokens,
