@@ -58,18 +58,31 @@ def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
     return float(np.percentile(draws, 50 * (1 - level))), float(np.percentile(draws, 50 * (1 + level)))
 
 
-def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
-                         n_boot: int = N_BOOT, seed: int = 0,
-                         level: float = LEVEL) -> tuple[Interval, Interval]:
-    """Difference arm - base of the mean over sets of each set's token-weighted loss, and of the
-    mean over sets of each set's PPL (exp of its loss), with percentile intervals.
+@dataclass
+class SetAggregates:
+    """Each arm's aggregate over held-out sets (the mean over sets of each set's token-weighted
+    loss, and of each set's PPL) at the full data and at every paired bootstrap draw."""
+    point: dict[str, tuple[float, float]]  # "loss" / "ppl" -> (arm, base)
+    draws: dict[str, tuple[np.ndarray, np.ndarray]]  # "loss" / "ppl" -> (arm draws, base draws)
+    units: int
 
-    arm, base: per held-out set (same order), (unit losses, unit token counts); the units of one
+    def difference(self, measure: str, level: float = LEVEL) -> Interval:
+        (a, b), (da, db) = self.point[measure], self.draws[measure]
+        return Interval(a - b, *_percentiles(da - db, level), self.units)
+
+    def relative(self, measure: str, level: float = LEVEL) -> Interval:
+        """arm / base - 1, the papers' "relative change" columns."""
+        (a, b), (da, db) = self.point[measure], self.draws[measure]
+        return Interval(a / b - 1.0, *_percentiles(da / db - 1.0, level), self.units)
+
+
+def paired_set_aggregates(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
+                          n_boot: int = N_BOOT, seed: int = 0) -> SetAggregates:
+    """arm, base: per held-out set (same order), (unit losses, unit token counts); the units of one
     set are the same token windows in both arms, so one index draw resamples both."""
     rng = np.random.default_rng(seed)
-    d_loss = np.zeros(n_boot)
-    d_ppl = np.zeros(n_boot)
-    est_loss = est_ppl = 0.0
+    sums = {key: np.zeros(n_boot) for key in ("loss_a", "loss_b", "ppl_a", "ppl_b")}
+    point = dict.fromkeys(sums, 0.0)
     units = 0
     for (la, ta), (lb, tb) in zip(arm, base):
         if len(la) != len(lb) or not np.array_equal(ta, tb):
@@ -79,14 +92,25 @@ def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tu
         w = ta[idx]
         ma = (la[idx] * w).sum(1) / w.sum(1)
         mb = (lb[idx] * w).sum(1) / w.sum(1)
-        d_loss += ma - mb
-        d_ppl += np.exp(ma) - np.exp(mb)
         fa, fb = float((la * ta).sum() / ta.sum()), float((lb * tb).sum() / tb.sum())
-        est_loss += fa - fb
-        est_ppl += math.exp(fa) - math.exp(fb)
+        for key, draw, full in (("loss_a", ma, fa), ("loss_b", mb, fb)):
+            sums[key] += draw
+            point[key] += full
+            sums[key.replace("loss", "ppl")] += np.exp(draw)
+            point[key.replace("loss", "ppl")] += math.exp(full)
     k = len(arm)
-    return (Interval(est_loss / k, *_percentiles(d_loss / k, level), units),
-            Interval(est_ppl / k, *_percentiles(d_ppl / k, level), units))
+    return SetAggregates({m: (point[f"{m}_a"] / k, point[f"{m}_b"] / k) for m in ("loss", "ppl")},
+                         {m: (sums[f"{m}_a"] / k, sums[f"{m}_b"] / k) for m in ("loss", "ppl")}, units)
+
+
+def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
+                         n_boot: int = N_BOOT, seed: int = 0,
+                         level: float = LEVEL) -> tuple[Interval, Interval]:
+    """Difference arm - base of the mean over sets of each set's token-weighted loss, and of the
+    mean over sets of each set's PPL (exp of its loss), with percentile intervals
+    (arm, base as in `paired_set_aggregates`)."""
+    agg = paired_set_aggregates(arm, base, n_boot, seed)
+    return agg.difference("loss", level), agg.difference("ppl", level)
 
 
 def paired_mean_bootstrap(arm: np.ndarray, base: np.ndarray, n_boot: int = N_BOOT, seed: int = 0,
@@ -229,27 +253,34 @@ def _paper(run: str) -> str:
     return "Hourglass" if run.startswith("hg") else "Tapered" if run.startswith("tp") else "LWS"
 
 
+NO_UNITS = "no per-unit losses in ppl.json (rerun eval_ppl)"
+
+
+def pair_aggregates(ctx, arm: str, base: str, seed: int = 0) -> tuple[SetAggregates | None, str]:
+    """The paired bootstrap of two runs' held-out aggregates (each run's per-unit losses averaged
+    over its finished seeds), or None and why not: "pending", NO_UNITS, different sets."""
+    ua, ub = _units(ctx, arm), _units(ctx, base)
+    if ua is None or ub is None:
+        return None, NO_UNITS if ctx.ppl(arm) is not None and ctx.ppl(base) is not None else "pending"
+    if [n for n, *_ in ua] != [n for n, *_ in ub]:
+        return None, "different held-out sets"
+    try:
+        return paired_set_aggregates([(a, t) for _, a, t in ua], [(b, t) for _, b, t in ub], seed=seed), "measured"
+    except ValueError as err:
+        return None, str(err)
+
+
 def pair_row(ctx, arm: str, base: str, seed: int = 0) -> dict[str, Any]:
     sign, source = claimed_sign(arm, base)
     row: dict[str, Any] = {"arm": arm, "base": base, "paper": _paper(arm), "claimed_sign": "-" if sign < 0 else "+",
                            "claim_source": source}
-    ua, ub = _units(ctx, arm), _units(ctx, base)
-    if ua is None or ub is None:
-        have = ctx.ppl(arm) is not None and ctx.ppl(base) is not None
-        row["status"] = "no per-unit losses in ppl.json (rerun eval_ppl)" if have else "pending"
-        if have:
-            row["d_loss"] = ctx.ppl(arm).val_loss - ctx.ppl(base).val_loss
-    elif [n for n, *_ in ua] != [n for n, *_ in ub]:
-        row["status"] = "different held-out sets"
-    else:
-        try:
-            loss, ppl = paired_set_bootstrap([(a, t) for _, a, t in ua], [(b, t) for _, b, t in ub], seed=seed)
-        except ValueError as err:
-            row["status"] = str(err)
-        else:
-            row.update(units=loss.n, d_loss=loss.estimate, d_loss_lo=loss.lo, d_loss_hi=loss.hi,
-                       d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, holds_95=loss.holds(sign),
-                       status="measured")
+    agg, row["status"] = pair_aggregates(ctx, arm, base, seed)
+    if agg is not None:
+        loss, ppl = agg.difference("loss"), agg.difference("ppl")
+        row.update(units=loss.n, d_loss=loss.estimate, d_loss_lo=loss.lo, d_loss_hi=loss.hi,
+                   d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, holds_95=loss.holds(sign))
+    elif row["status"] == NO_UNITS:
+        row["d_loss"] = ctx.ppl(arm).val_loss - ctx.ppl(base).val_loss
     ia, ib = _items(ctx, arm), _items(ctx, base)
     common = sorted(set(ia) & set(ib), key=str)
     if common:

@@ -1,0 +1,105 @@
+"""Paired bootstrap intervals beside the comparison tables' deltas (Hourglass Table 2, Tapered
+Table 2, LWS Table 3), on fabricated ppl.json files of the tiny default config."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from shapelm.results import load
+from shapelm.results.context import Context
+from shapelm.results.render import to_csv, to_latex, to_markdown
+from shapelm.results.tables import build_table
+
+from results_fixtures import fabricate
+
+SETS = ("default_web", "default_code")
+N = 48
+
+
+def write_ppl(path, shift: float, rng, per_instance: bool = True) -> None:
+    """A ppl.json whose per-set losses and aggregates agree with its per-instance losses: every
+    instance's loss is a shared difficulty (what pairing cancels) plus the run's shift and noise."""
+    difficulty = np.random.default_rng(7).normal(5.0, 0.4, (len(SETS), N))
+    sets = {}
+    for name, d in zip(SETS, difficulty):
+        losses = d + shift + rng.normal(0, 0.01, N)
+        loss = float(losses.mean())  # equal token counts: the token-weighted mean
+        sets[name] = {"loss": loss, "ppl": math.exp(loss), "n_instances": N, "n_tokens": 255 * N}
+        if per_instance:
+            sets[name].update(instance_losses=losses.tolist(), instance_tokens=[255] * N)
+    loss = [s["loss"] for s in sets.values()]
+    agg = {"val_loss": sum(loss) / len(loss), "val_ppl": sum(map(math.exp, loss)) / len(loss),
+           "exp_mean_loss": math.exp(sum(loss) / len(loss)), "n_sets": len(loss)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"seq_len": 256, "sets": sets, "aggregate": agg}))
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    exp = load("configs/default.yaml")
+    base = tmp_path_factory.mktemp("intervals")
+    results = base / "results"
+    fabricate(exp, results, base / "work")  # every run; its ppl.json files have no per-instance losses
+    rng = np.random.default_rng(0)
+    shifts = {"hg906m_conv": 0.0, "hg906m_hg": -0.05, "tp760m_uniform": 0.0, "tp760m_cosine_1p5_0p5": 0.03,
+              "lws_baseline_12l": 0.0, "lws_baseline_12l_s1": 0.02, "lws_baseline_12l_s2": -0.01,
+              "lws_vanilla_12l": -0.04}
+    for run, shift in shifts.items():
+        write_ppl(results / "runs" / run / "ppl.json", shift, rng)
+    return Context(exp, results, base / "work")
+
+
+def ours(table, row: str, col: str) -> float | None:
+    return table.cell(row, col).ours
+
+
+def test_hourglass_table2_interval_contains_the_printed_relative_change(ctx):
+    t = build_table(ctx, "hourglass_table2")
+    delta = ours(t, "hg906m_hg", "val_ppl_delta")
+    lo, hi = ours(t, "hg906m_hg", "val_ppl_delta_lo95"), ours(t, "hg906m_hg", "val_ppl_delta_hi95")
+    assert delta is not None and lo is not None and hi is not None
+    assert lo <= delta <= hi and lo < hi
+    # a 0.05 lower loss on instances with noise 0.01: the whole interval is an improvement of ~5%
+    assert hi < 0 and lo > math.expm1(-0.08)
+    # the base row has no change, so no interval
+    assert ours(t, "hg906m_conv", "val_ppl_delta_lo95") is None
+
+
+def test_tapered_and_lws_deltas_and_intervals_from_per_instance_losses(ctx):
+    t = build_table(ctx, "tapered_table2")
+    d, lo, hi = (ours(t, "tp760m_cosine_1p5_0p5", f"val_ppl_heldout_delta{s}") for s in ("", "_lo95", "_hi95"))
+    ppl = {r: ctx.ppl(r).val_ppl for r in ("tp760m_cosine_1p5_0p5", "tp760m_uniform")}
+    assert d == pytest.approx(ppl["tp760m_cosine_1p5_0p5"] - ppl["tp760m_uniform"])
+    assert 0 < lo <= d <= hi
+    # the ga pair's ppl.json files have no per-instance losses: empty and said so, not invented
+    cell = t.cell("tp760m_ga_cosine_1p5_0p5", "val_ppl_heldout_delta_lo95")
+    assert cell.ours is None and cell.status == "n/a" and "per-instance" in cell.ours_text
+    assert ours(t, "tp760m_ga_cosine_1p5_0p5", "val_ppl_heldout_delta") is None
+    # the baseline has three seeds: its instance losses enter averaged over them
+    t = build_table(ctx, "lws_table3")
+    d, lo, hi = (ours(t, "lws_vanilla_12l", f"val_ppl_heldout_delta{s}") for s in ("", "_lo95", "_hi95"))
+    assert lo <= d <= hi < 0
+    assert ours(t, "lws_baseline_12l", "val_ppl_heldout_delta") is None
+
+
+def test_interval_columns_render_in_csv_markdown_and_latex(ctx):
+    t = build_table(ctx, "hourglass_table2")
+    rows = {r["run"]: r for r in csv.DictReader(io.StringIO(to_csv(t)))}
+    assert float(rows["hg906m_hg"]["val_ppl_delta_lo95_ours_value"]) < 0
+    assert rows["hg906m_conv"]["val_ppl_delta_hi95_ours_value"] == ""
+    md = to_markdown(t)
+    assert "95% lo (paired bootstrap)" in md and "percentile bootstrap over the held-out evaluation" in md
+    assert "95\\% hi (paired bootstrap)" in to_latex(t)
+
+
+def test_no_interval_before_the_runs_are_evaluated(tmp_path):
+    exp = load("configs/default.yaml")
+    t = build_table(Context(exp, tmp_path / "results", tmp_path / "work"), "hourglass_table2")
+    cell = t.cell("hg906m_hg", "val_ppl_delta_lo95")
+    assert cell.ours is None and cell.status == "pending"
