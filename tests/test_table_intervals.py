@@ -103,3 +103,52 @@ def test_no_interval_before_the_runs_are_evaluated(tmp_path):
     t = build_table(Context(exp, tmp_path / "results", tmp_path / "work"), "hourglass_table2")
     cell = t.cell("hg906m_hg", "val_ppl_delta_lo95")
     assert cell.ours is None and cell.status == "pending"
+
+
+# ----------------------------------------------------------------------------- Figure 4's fit band
+
+
+def test_fit_band_holds_the_line_and_widens_with_the_points_noise():
+    from shapelm.results.intervals import log_compute_fit_band
+
+    compute, acc, grid = [1e20, 1e21, 1e22], [0.50, 0.61, 0.70], np.linspace(19.9, 22.1, 12)
+    b, a = np.polyfit(np.log10(compute), acc, 1)
+    narrow = log_compute_fit_band(compute, acc, [0.005] * 3, grid, n_boot=500)
+    wide = log_compute_fit_band(compute, acc, [0.03] * 3, grid, n_boot=500)
+    assert narrow.slope.estimate == pytest.approx(b)
+    assert narrow.slope.lo < b < narrow.slope.hi
+    assert np.all(narrow.lo < a + b * grid) and np.all(a + b * grid < narrow.hi)
+    assert np.all(wide.hi - wide.lo > 3 * (narrow.hi - narrow.lo))
+    # no standard error for one point, or one compute only: no band
+    assert log_compute_fit_band(compute, acc, [0.01, None, 0.01], grid) is None
+    assert log_compute_fit_band([1e20, 1e20], acc[:2], [0.01] * 2, grid) is None
+
+
+def test_figure4_shades_our_fit_only_where_the_points_have_errors(tmp_path):
+    from matplotlib.collections import PolyCollection
+
+    from results_fixtures import fake_downstream
+    from shapelm.plan.experiment import load_experiment
+    from shapelm.results.figures import fig4_compute_fit
+
+    exp = load_experiment("configs/paper.yaml")
+    accs = {"hg906m_conv": .50, "hg3b_conv": .62, "hg8b_conv": .70, "hg906m_hg": .505, "hg3b_hg": .628, "hg8b_hg": .706}
+
+    def bands(stderr):
+        for run, acc in accs.items():
+            d = fake_downstream(run, avg_acc=acc)
+            if stderr:
+                d["details"] = {t: {"primary": "acc", "acc": d["metrics"][t], "acc_stderr": stderr}
+                                for t in d["acc_tasks"]}
+            path = tmp_path / str(stderr) / "runs" / run / "downstream.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(d))
+        fig = fig4_compute_fit(Context(exp, tmp_path / str(stderr), tmp_path / "work"))
+        ours = fig.axes[1]
+        return ([c for c in ours.collections if isinstance(c, PolyCollection)],
+                [line.get_label() for line in ours.get_lines()])
+
+    shaded, labels = bands(0.015)
+    assert len(shaded) == 2 and sum("/decade" in label for label in labels) == 2
+    shaded, labels = bands(None)  # lm-eval run without standard errors: the fits alone
+    assert not shaded and not any("/decade" in label for label in labels)

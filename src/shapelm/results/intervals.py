@@ -122,6 +122,34 @@ def paired_mean_bootstrap(arm: np.ndarray, base: np.ndarray, n_boot: int = N_BOO
     return Interval(float(d.mean()), *_percentiles(draws, level), len(d))
 
 
+@dataclass
+class LineBand:
+    """A bootstrap band of Acc = a + b log10(C) (Hourglass Figure 4's fit)."""
+    slope: Interval  # b: accuracy per decade of compute
+    grid: np.ndarray  # log10 C at which the band is given
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def log_compute_fit_band(compute, acc, stderr, grid, n_boot: int = N_BOOT, seed: int = 0,
+                         level: float = LEVEL) -> LineBand | None:
+    """The line refitted to `n_boot` draws of the points, each point's accuracy drawn from a normal
+    at its value with its standard error (the evaluation items' noise, lm-eval's stderr): the
+    percentile band of the line at `grid` (log10 C) and the interval of its slope. None for fewer
+    than two distinct computes or a point without a standard error (no band is invented)."""
+    if len(compute) < 2 or any(s is None or not math.isfinite(s) for s in stderr):
+        return None
+    x, y, se = np.log10(np.asarray(compute, float)), np.asarray(acc, float), np.asarray(stderr, float)
+    if np.ptp(x) == 0:
+        return None
+    ys = y + np.random.default_rng(seed).standard_normal((n_boot, len(y))) * se
+    b, a = np.polyfit(x, ys.T, 1)  # one line per draw
+    lines = a[:, None] + b[:, None] * np.asarray(grid, float)[None, :]
+    lo, hi = np.percentile(lines, [50 * (1 - level), 50 * (1 + level)], axis=0)
+    return LineBand(Interval(float(np.polyfit(x, y, 1)[0]), *_percentiles(b, level), len(y)),
+                    np.asarray(grid, float), lo, hi)
+
+
 # ----------------------------------------------------------------------------- the pairs
 
 
