@@ -40,6 +40,33 @@ def write_ppl(path, shift: float, rng, per_instance: bool = True) -> None:
     path.write_text(json.dumps({"seq_len": 256, "sets": sets, "aggregate": agg}))
 
 
+def write_downstream(folder, better: float, rng) -> None:
+    """downstream.json and lm-eval per-item samples that agree: two accuracy tasks (one scored by
+    acc_norm) and one CE task; the arm answers a `better` share more items right (and lower CE)."""
+    truth = np.random.default_rng(11)
+    items = {"task_a": (truth.random(300) < 0.5), "task_b": (truth.random(200) < 0.4)}
+    metrics, details = {}, {}
+    for task, right in items.items():
+        got = (right | (rng.random(len(right)) < better)).astype(float)
+        primary = "acc_norm" if task == "task_a" else "acc"
+        write_samples(folder, task, [{"doc_id": i, "acc": 0.0, primary: v} for i, v in enumerate(got)])
+        metrics[task] = float(got.mean())
+        details[task] = {"primary": primary, "kind": "acc", "lm_eval_task": f"lm_{task}", "n": len(got)}
+    ce = truth.normal(3.0, 0.5, 150) - 2 * better + rng.normal(0, 0.01, 150)
+    write_samples(folder, "task_c", [{"doc_id": i, "ce_loss": v} for i, v in enumerate(ce.tolist())])
+    metrics["task_c"] = float(ce.mean())
+    details["task_c"] = {"primary": "ce_loss", "kind": "ce", "lm_eval_task": "lm_task_c", "n": 150}
+    data = {"metrics": metrics, "Avg Acc": (metrics["task_a"] + metrics["task_b"]) / 2, "Avg PPL": metrics["task_c"],
+            "acc_tasks": ["task_a", "task_b"], "ce_tasks": ["task_c"], "details": details}
+    (folder / "downstream.json").write_text(json.dumps(data))
+
+
+def write_samples(folder, task: str, records: list[dict]) -> None:
+    path = folder / "downstream_lm_eval" / f"samples_lm_{task}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
     exp = load("configs/default.yaml")
@@ -52,6 +79,8 @@ def ctx(tmp_path_factory):
               "lws_vanilla_12l": -0.04}
     for run, shift in shifts.items():
         write_ppl(results / "runs" / run / "ppl.json", shift, rng)
+    for run, better in (("hg906m_conv", 0.0), ("hg906m_hg", 0.1)):
+        write_downstream(results / "runs" / run, better, rng)
     return Context(exp, results, base / "work")
 
 
@@ -69,6 +98,31 @@ def test_hourglass_table2_interval_contains_the_printed_relative_change(ctx):
     assert hi < 0 and lo > math.expm1(-0.08)
     # the base row has no change, so no interval
     assert ours(t, "hg906m_conv", "val_ppl_delta_lo95") is None
+
+
+def test_hourglass_table2_downstream_changes_get_item_intervals(ctx):
+    t = build_table(ctx, "hourglass_table2")
+    for col, sign in (("avg_acc_delta", +1), ("avg_ppl_delta", -1)):
+        delta, lo, hi = (ours(t, "hg906m_hg", col + s) for s in ("", "_lo95", "_hi95"))
+        assert lo <= delta <= hi, col
+        assert (lo > 0) if sign > 0 else (hi < 0), col  # a 10% item gain, a lower CE: outside zero
+
+
+def test_samples_that_do_not_give_the_average_are_not_used(tmp_path):
+    """An Avg Acc that the per-item samples do not reproduce (another metric, other items): no
+    interval rather than one around another number."""
+    exp = load("configs/default.yaml")
+    rng = np.random.default_rng(1)
+    for run, better in (("hg906m_conv", 0.0), ("hg906m_hg", 0.1)):
+        write_downstream(tmp_path / "runs" / run, better, rng)
+    path = tmp_path / "runs" / "hg906m_hg" / "downstream.json"
+    data = json.loads(path.read_text())
+    data["Avg Acc"] += 0.01
+    path.write_text(json.dumps(data))
+    t = build_table(Context(exp, tmp_path, tmp_path / "work"), "hourglass_table2")
+    cell = t.cell("hg906m_hg", "avg_acc_delta_lo95")
+    assert cell.ours is None and cell.status == "n/a" and "per-item" in cell.ours_text
+    assert t.cell("hg906m_hg", "avg_ppl_delta_lo95").ours is not None  # its samples still agree
 
 
 def test_tapered_and_lws_deltas_and_intervals_from_per_instance_losses(ctx):
@@ -94,7 +148,7 @@ def test_interval_columns_render_in_csv_markdown_and_latex(ctx):
     assert float(rows["hg906m_hg"]["val_ppl_delta_lo95_ours_value"]) < 0
     assert rows["hg906m_conv"]["val_ppl_delta_hi95_ours_value"] == ""
     md = to_markdown(t)
-    assert "95% lo (paired bootstrap)" in md and "percentile bootstrap over the held-out evaluation" in md
+    assert "95% lo (paired bootstrap)" in md and "percentile bootstrap of the pair's change" in md
     assert "95\\% hi (paired bootstrap)" in to_latex(t)
 
 

@@ -239,20 +239,80 @@ def _units(ctx, run: str) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
     return out
 
 
-def _items(ctx, run: str) -> dict[tuple[str, Any], float]:
-    """(lm-eval task, doc_id) -> accuracy (0/1) from the run's per-item samples (first seed)."""
+def _items(ctx, run: str, fields: dict[str, str] | None = None,
+           instance: str | None = None) -> dict[tuple[str, Any], float]:
+    """(lm-eval task, doc_id) -> the item's metric from a run's per-item samples (its first seed,
+    or `instance`): `fields` maps each lm-eval task to the field read (None: "acc" of every task)."""
     out: dict[tuple[str, Any], float] = {}
-    folder = ctx.results_dir / "runs" / ctx.instances(run)[0] / "downstream_lm_eval"
+    folder = ctx.results_dir / "runs" / (instance or ctx.instances(run)[0]) / "downstream_lm_eval"
     for path in sorted(Path(folder).glob("samples_*.jsonl")) if folder.is_dir() else []:
         task = path.stem.removeprefix("samples_")
+        field = "acc" if fields is None else fields.get(task)
+        if field is None:
+            continue
         for line in path.read_text().splitlines():
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and isinstance(rec.get("acc"), (int, float)):
-                out[(task, rec.get("doc_id"))] = float(rec["acc"])
+            if isinstance(rec, dict) and isinstance(rec.get(field), (int, float)):
+                out[(task, rec.get("doc_id"))] = float(rec[field])
     return out
+
+
+DOWNSTREAM_AVERAGES = {"avg_acc": "acc_tasks", "avg_ppl": "ce_tasks"}  # Downstream field -> its tasks
+
+
+def _task_items(ctx, run: str, average: str) -> dict[str, dict[Any, float]] | None:
+    """lm-eval task -> doc_id -> the item's primary metric, averaged over the run's seeds, for the
+    tasks downstream.json averages into `average` ("avg_acc" or "avg_ppl"); None where one has no
+    samples. The tasks' mean of the item means must give downstream's own average (else None:
+    the samples are not what that number was computed from)."""
+    head = ctx.downstream_json(run)
+    details = head.get("details") if isinstance(head.get("details"), dict) else {}
+    fields = {}
+    for task in head.get(DOWNSTREAM_AVERAGES[average]) or ():
+        d = details.get(task)
+        if not isinstance(d, dict) or not d.get("lm_eval_task") or not d.get("primary"):
+            return None
+        fields[d["lm_eval_task"]] = d["primary"]
+    per_seed = [_items(ctx, run, fields, inst) for inst in ctx.instances(run)]
+    per_seed = [items for items in per_seed if items]
+    if not fields or not per_seed:
+        return None
+    out: dict[str, dict[Any, float]] = {}
+    for key in set.intersection(*(set(items) for items in per_seed)):
+        out.setdefault(key[0], {})[key[1]] = float(np.mean([items[key] for items in per_seed]))
+    summary = getattr(ctx.downstream(run), average, None)
+    if set(out) != set(fields) or summary is None:
+        return None
+    if not math.isclose(float(np.mean([np.mean(list(v.values())) for v in out.values()])), summary,
+                        rel_tol=1e-6, abs_tol=1e-9):
+        return None
+    return out
+
+
+def task_mean_aggregates(ctx, arm: str, base: str, average: str, n_boot: int = N_BOOT,
+                         seed: int = 0) -> SetAggregates | None:
+    """Paired bootstrap of downstream's `average` (the mean over tasks of each task's mean item
+    metric) of two runs: items paired by task and doc_id, resampled jointly within each task.
+    None where either run's samples are missing or do not reproduce its average."""
+    ia, ib = _task_items(ctx, arm, average), _task_items(ctx, base, average)
+    if ia is None or ib is None or set(ia) != set(ib):
+        return None
+    rng = np.random.default_rng(seed)
+    draws, point, units = np.zeros((2, n_boot)), np.zeros(2), 0
+    for task in sorted(ia):
+        docs = sorted(set(ia[task]) & set(ib[task]), key=str)
+        if not docs:
+            return None
+        units += len(docs)
+        vals = np.array([[ia[task][d] for d in docs], [ib[task][d] for d in docs]])
+        idx = rng.integers(0, len(docs), (n_boot, len(docs)))
+        draws += vals[:, idx].mean(-1)
+        point += vals.mean(-1)
+    k = len(ia)
+    return SetAggregates({"avg": (point[0] / k, point[1] / k)}, {"avg": (draws[0] / k, draws[1] / k)}, units)
 
 
 def _seed_spread(ctx, run: str) -> tuple[float | None, int]:
@@ -282,6 +342,7 @@ def _paper(run: str) -> str:
 
 
 NO_UNITS = "no per-unit losses in ppl.json (rerun eval_ppl)"
+NO_ITEMS = "no per-item lm-eval samples that give downstream.json's average"
 
 
 def pair_aggregates(ctx, arm: str, base: str, seed: int = 0) -> tuple[SetAggregates | None, str]:

@@ -278,19 +278,39 @@ def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | N
 
 BaseOf = Callable[[Context, RowRef], "str | None"]
 
-INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap over the held-out evaluation "
-                 f"instances ({I.N_BOOT} resamples), both runs of a pair scored on the same instances and "
-                 "resampled jointly within each set (shapelm.results.intervals); a run with seeds enters with "
-                 "each instance's loss averaged over its finished seeds. They cover evaluation-sample noise, "
-                 "not training noise (the seed std); empty where ppl.json has no per-instance losses.")
+INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of the pair's change "
+                 f"({I.N_BOOT} resamples), both runs scored on the same units and resampled jointly "
+                 "(shapelm.results.intervals): held-out PPL and loss over the evaluation instances within each "
+                 "set; downstream averages over lm-eval's items (per-item samples) within each task. A run with "
+                 "seeds enters with each unit averaged over its finished seeds. They cover evaluation-sample "
+                 "noise, not training noise (the seed std); empty where the per-unit records are missing.")
+
+# What an interval column measures -> (the aggregate in SetAggregates, why a missing one is missing)
+_HELDOUT = {"loss": "loss", "ppl": "ppl", "val_loss": "loss", "val_ppl": "ppl"}
+
+
+def _pair_interval(ctx: Context, arm: str, base: str, measure: str, mode: str) -> tuple[I.Interval | None, str]:
+    """The interval of arm's change against base in `measure`: a held-out aggregate (ppl.json's
+    per-instance losses) or a downstream average ("avg_acc", "avg_ppl": lm-eval's per-item samples)."""
+    if measure in _HELDOUT:
+        agg, status = I.pair_aggregates(ctx, arm, base)
+        key = _HELDOUT[measure]
+    else:
+        agg, key = I.task_mean_aggregates(ctx, arm, base, measure), "avg"
+        status = ("measured" if agg else I.NO_ITEMS if ctx.downstream(arm) and ctx.downstream(base)
+                  else "pending")
+    if agg is None:
+        return None, status
+    return (agg.relative(key) if mode == "rel" else agg.difference(key)), status
 
 
 def delta_interval_cols(name: str, header: str, base_of: BaseOf, measure: str, mode: str,
                         with_delta: bool) -> list[Col]:
     """Ours-only columns `NAME_lo95`, `NAME_hi95` (and `NAME` itself where the table prints no such
-    delta): a row's change in held-out `measure` ("loss" or "ppl": the mean over sets) against its
-    base run, arm / base - 1 (mode "rel") or arm - base ("abs"), from the paired bootstrap of
-    shapelm.results.intervals. Rows without a base, or without per-instance losses, stay empty."""
+    delta): a row's change in `measure` (held-out "loss"/"ppl", the mean over sets, or downstream's
+    "avg_acc"/"avg_ppl") against its base run, arm / base - 1 (mode "rel") or arm - base ("abs"),
+    from the paired bootstraps of shapelm.results.intervals. Rows without a base stay pending, rows
+    without the per-unit records say so."""
     found: dict[tuple[int, str, str], tuple[I.Interval | None, str]] = {}  # one bootstrap per pair
 
     def interval(ctx: Context, row: RowRef) -> tuple[I.Interval | None, str]:
@@ -299,18 +319,17 @@ def delta_interval_cols(name: str, header: str, base_of: BaseOf, measure: str, m
             return None, "no base"
         key = (id(ctx.aggregated), row.run, base)
         if key not in found:
-            agg, status = I.pair_aggregates(ctx.aggregated, row.run, base)
-            found[key] = (None if agg is None else agg.relative(measure) if mode == "rel"
-                          else agg.difference(measure), status)
+            found[key] = _pair_interval(ctx.aggregated, row.run, base, measure, mode)
         return found[key]
 
     def part(attr: str) -> Getter:
         return lambda ctx, row: getattr(iv, attr) if (iv := interval(ctx, row)[0]) else None
 
     def absent(ctx: Context, row: RowRef) -> str | None:  # a row without a base stays pending, as delta_col's
-        return "n/a (no per-instance losses in ppl.json)" if interval(ctx, row)[1] == I.NO_UNITS else None
+        return {I.NO_UNITS: "n/a (no per-instance losses in ppl.json)",
+                I.NO_ITEMS: "n/a (no per-item lm-eval samples)"}.get(interval(ctx, row)[1])
 
-    style = "pct" if mode == "rel" else "f4" if measure == "loss" else "f3"
+    style = "pct" if mode == "rel" else "f3" if measure == "ppl" else "f4"
     parts = ([("", "estimate", header)] if with_delta else []) + [
         ("_lo95", "lo", f"{header}, 95% lo (paired bootstrap)"), ("_hi95", "hi", f"{header}, 95% hi (paired bootstrap)")]
     cols = [Col(name + suffix, title, "metric", part(attr), style, paper=False, per_seed=False)
@@ -426,10 +445,10 @@ DELTA_BASES = {
 }
 
 
-# Tables whose Val Loss / Val PPL are ppl.json's held-out aggregates, so their deltas get the paired
-# bootstrap's interval (the Tapered selection tables read the in-distribution split of metrics.jsonl,
-# which keeps no per-instance losses).
-HELDOUT_DELTA_TABLES = ("hourglass_table2", "hourglass_table5", "hourglass_table8")
+# Tables whose Val Loss / Val PPL are ppl.json's held-out aggregates and whose Avg Acc / Avg PPL are
+# downstream.json's, so their deltas get the paired bootstrap's interval (the Tapered selection tables
+# read the in-distribution split of metrics.jsonl, which keeps no per-instance losses).
+INTERVAL_DELTA_TABLES = ("hourglass_table2", "hourglass_table5", "hourglass_table8")
 
 
 def _standard_table(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
@@ -442,8 +461,9 @@ def _standard_table(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
             mode, base = DELTA_BASES[name]
             src = by_name.get(cname[: -len("_delta")]) or generic_col(cname[: -len("_delta")], cname)
             col = delta_col(src, cname, header, base, mode, rows)
-            if name in HELDOUT_DELTA_TABLES and cname in ("val_loss_delta", "val_ppl_delta"):
-                interval = delta_interval_cols(cname, header, base_by_row_id(base), cname.split("_")[1], mode,
+            if name in INTERVAL_DELTA_TABLES and cname in ("val_loss_delta", "val_ppl_delta", "avg_acc_delta",
+                                                           "avg_ppl_delta"):
+                interval = delta_interval_cols(cname, header, base_by_row_id(base), cname[: -len("_delta")], mode,
                                                with_delta=False)
         else:
             col = generic_col(cname, header)
