@@ -60,10 +60,11 @@ def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
 
 @dataclass
 class SetAggregates:
-    """Each arm's aggregate over held-out sets (the mean over sets of each set's token-weighted
-    loss, and of each set's PPL) at the full data and at every paired bootstrap draw."""
-    point: dict[str, tuple[float, float]]  # "loss" / "ppl" -> (arm, base)
-    draws: dict[str, tuple[np.ndarray, np.ndarray]]  # "loss" / "ppl" -> (arm draws, base draws)
+    """Each arm's aggregate at the full data and at every paired bootstrap draw: over held-out
+    sets, "loss" and "ppl" (the mean over sets of each set's token-weighted loss, of each set's
+    PPL); over downstream tasks, "avg" (the mean over tasks of each task's mean item metric)."""
+    point: dict[str, tuple[float, float]]  # aggregate -> (arm, base)
+    draws: dict[str, tuple[np.ndarray, np.ndarray]]  # aggregate -> (arm draws, base draws)
     units: int
 
     def difference(self, measure: str, level: float = LEVEL) -> Interval:

@@ -285,7 +285,7 @@ INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of th
                  "seeds enters with each unit averaged over its finished seeds. They cover evaluation-sample "
                  "noise, not training noise (the seed std); empty where the per-unit records are missing.")
 
-# What an interval column measures -> (the aggregate in SetAggregates, why a missing one is missing)
+# The held-out measures (short or as a table's column names) -> their aggregate in intervals.SetAggregates
 _HELDOUT = {"loss": "loss", "ppl": "ppl", "val_loss": "loss", "val_ppl": "ppl"}
 
 
@@ -456,18 +456,18 @@ def _standard_table(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     cols: list[Col] = []
     by_name: dict[str, Col] = {}
     for cname, header in paper_columns(name):
-        interval: list[Col] = []
+        interval_cols: list[Col] = []
         if cname.endswith("_delta") and name in DELTA_BASES:
             mode, base = DELTA_BASES[name]
             src = by_name.get(cname[: -len("_delta")]) or generic_col(cname[: -len("_delta")], cname)
             col = delta_col(src, cname, header, base, mode, rows)
             if name in INTERVAL_DELTA_TABLES and cname in ("val_loss_delta", "val_ppl_delta", "avg_acc_delta",
                                                            "avg_ppl_delta"):
-                interval = delta_interval_cols(cname, header, base_by_row_id(base), cname[: -len("_delta")], mode,
-                                               with_delta=False)
+                interval_cols = delta_interval_cols(cname, header, base_by_row_id(base), cname[: -len("_delta")],
+                                                    mode, with_delta=False)
         else:
             col = generic_col(cname, header)
-        cols += [col, *interval]
+        cols += [col, *interval_cols]
         by_name[cname] = col
     return cols, rows
 
