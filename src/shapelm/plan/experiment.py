@@ -61,7 +61,8 @@ def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides:
 
 def check_runs(exp: Experiment) -> list[str]:
     """Cross-field problems of the resolved runs that no single key shows (each naming the run
-    and key): a model shorter than its training sequences, evaluation tasks no one provides."""
+    and key): a model shorter than its training sequences, evaluation tasks no one provides, a
+    run's eval key that only the top-level eval section sets (`check_run_eval`)."""
     raw, errors = exp.raw, []
     for name, run in exp.runs.items():
         max_len, seq_len = int(run["model"]["max_seq_len"]), int(run["train"]["seq_len"])
