@@ -17,8 +17,9 @@ from shapelm import reference as R  # noqa: E402
 from shapelm import files  # noqa: E402
 from shapelm.results import claims as C  # noqa: E402
 from shapelm.results import fmt as F  # noqa: E402
+from shapelm.results import intervals as I  # noqa: E402
 from shapelm.results.context import Context  # noqa: E402
-from shapelm.results.tables import longctx_lengths  # noqa: E402
+from shapelm.results.tables import RowRef, longctx_lengths, task_stderr  # noqa: E402
 
 ARCH_COLOR = {"conv": "#444444", "hg": "#1f77b4"}
 SCALE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
@@ -190,6 +191,7 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
     names = {"conv": "conventional", "hg": "hourglass"}
     our_runs = [r for a in ours for r in ours[a][2]]
     scaled = _scaled_note(ctx, table, our_runs)
+    banded = False  # a bootstrap band drawn for one of our fits
     for i, arch in enumerate(("conv", "hg")):
         col = ARCH_COLOR[arch]
         ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55, zorder=3,
@@ -207,8 +209,15 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
             if fit:
                 oc = [math.log10(c) for c in ours[arch][0]]
                 ogrid = [min(oc) - 0.1 + (max(oc) - min(oc) + 0.2) * k / 20 for k in range(21)]
+                band = I.log_compute_fit_band(ours[arch][0], ours[arch][1],
+                                              [avg_acc_stderr(ctx, r) for r in ours[arch][2]], ogrid)
+                slope = ""
+                if band:
+                    banded = True
+                    ax2.fill_between([10 ** g for g in ogrid], band.lo, band.hi, color=col, alpha=0.15, lw=0)
+                    slope = f", b={band.slope.estimate:+.3f} [{band.slope.lo:+.3f}, {band.slope.hi:+.3f}]/decade"
                 ax2.plot([10 ** g for g in ogrid], [fit.a + fit.b * g for g in ogrid], color=col, lw=1.4,
-                         label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
+                         label=f"ours fit {names[arch]}: R²={fit.r2:.3f}{slope}")
     saving = pfits[2]
     ax.text(0.01, 0.97, f"8.7% less compute at matched accuracy (printed);\nrecomputed from the printed points: "
             f"{saving:.1%}", transform=ax.transAxes, va="top", fontsize=7)
@@ -226,10 +235,13 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
         ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax2.set_ylim(0, 1)
         ax2.set_ylabel(f"Avg Acc over {', '.join(tasks) or 'our tasks'}", fontsize=8)
-        ax2.legend(fontsize=7, loc="upper left")
+        ax2.legend(fontsize=7, loc="lower right")  # the points sit high on the 0-1 axis
         if ofits[2] is not None:
             ax2.text(0.98, 0.97, f"ours: {ofits[2]:.1%} less compute at matched accuracy",
                      transform=ax2.transAxes, ha="right", va="top", fontsize=7)
+        if banded:
+            ax2.text(0.98, 0.91, "shaded, [ ]: 95% bootstrap of the points' evaluation noise (lm-eval stderr)",
+                     transform=ax2.transAxes, ha="right", va="top", fontsize=6)
     else:
         _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
                  else "ours: no runs configured")
@@ -240,6 +252,17 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
     fig.suptitle("Hourglass Figure 4: accuracy vs training compute", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def avg_acc_stderr(ctx: Context, run: str) -> float | None:
+    """Standard error of a run's Avg Acc, the mean over its accuracy tasks: the tasks' lm-eval
+    standard errors combined as independent, sqrt(sum se^2) / T (a run with seeds: its first
+    seed's, an upper bound for the evaluation noise of the seeds' mean). None where one is missing."""
+    row = RowRef(run, run, run, False)
+    ses = [task_stderr(t)(ctx, row) for t in ctx.downstream_json(run).get("acc_tasks") or ()]
+    if not ses or any(s is None for s in ses):
+        return None
+    return math.sqrt(sum(s * s for s in ses)) / len(ses)
 
 
 def fig5_decode_latency(ctx: Context) -> plt.Figure:
