@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from shapelm.results import load
+from shapelm.plan.build import load_plan
+from shapelm.plan.experiment import load_experiment as load
 from shapelm.results.context import Context
 from shapelm.results.render import to_csv, to_latex, to_markdown
 from shapelm.results.tables import build_table
@@ -81,7 +82,7 @@ def ctx(tmp_path_factory):
         write_ppl(results / "runs" / run / "ppl.json", shift, rng)
     for run, better in (("hg906m_conv", 0.0), ("hg906m_hg", 0.1)):
         write_downstream(results / "runs" / run, better, rng)
-    return Context(exp, results, base / "work")
+    return Context(load_plan(exp), results, base / "work")
 
 
 def ours(table, row: str, col: str) -> float | None:
@@ -119,7 +120,7 @@ def test_samples_that_do_not_give_the_average_are_not_used(tmp_path):
     data = json.loads(path.read_text())
     data["Avg Acc"] += 0.01
     path.write_text(json.dumps(data))
-    t = build_table(Context(exp, tmp_path, tmp_path / "work"), "hourglass_table2")
+    t = build_table(Context(load_plan(exp), tmp_path, tmp_path / "work"), "hourglass_table2")
     cell = t.cell("hg906m_hg", "avg_acc_delta_lo95")
     assert cell.ours is None and cell.status == "n/a" and "per-item" in cell.ours_text
     assert t.cell("hg906m_hg", "avg_ppl_delta_lo95").ours is not None  # its samples still agree
@@ -154,7 +155,7 @@ def test_interval_columns_render_in_csv_markdown_and_latex(ctx):
 
 def test_no_interval_before_the_runs_are_evaluated(tmp_path):
     exp = load("configs/default.yaml")
-    t = build_table(Context(exp, tmp_path / "results", tmp_path / "work"), "hourglass_table2")
+    t = build_table(Context(load_plan(exp), tmp_path / "results", tmp_path / "work"), "hourglass_table2")
     cell = t.cell("hg906m_hg", "val_ppl_delta_lo95")
     assert cell.ours is None and cell.status == "pending"
 
@@ -197,7 +198,7 @@ def test_figure4_shades_our_fit_only_where_the_points_have_errors(tmp_path):
             path = tmp_path / str(stderr) / "runs" / run / "downstream.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(d))
-        fig = fig4_compute_fit(Context(exp, tmp_path / str(stderr), tmp_path / "work"))
+        fig = fig4_compute_fit(Context(load_plan(exp), tmp_path / str(stderr), tmp_path / "work"))
         ours = fig.axes[1]
         return ([c for c in ours.collections if isinstance(c, PolyCollection)],
                 [line.get_label() for line in ours.get_lines()])
