@@ -69,9 +69,10 @@ def fabricate(exp, results_dir: Path, work_dir: Path, runs=None) -> None:
     """Fake ppl/downstream JSONs for `runs` (default: every run), long-context and decode files,
     and metrics.jsonl curves."""
     from shapelm.config import run_recipe
+    from shapelm.plan.build import load_plan
     from shapelm.results.context import Context
 
-    ctx = Context(exp, results_dir, work_dir)
+    ctx = Context(load_plan(exp), results_dir, work_dir)
     runs = list(exp.runs) if runs is None else runs
     for run in runs:
         write(results_dir / "runs" / run / "ppl.json", fake_ppl(run))

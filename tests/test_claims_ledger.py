@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shapelm.config import run_recipe
+from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results.claims import FAILS, HOLDS, derived_claims, verdict
 from shapelm.results.context import Context
@@ -30,7 +31,7 @@ def _final_ppl(work: Path, run: str, ppl: float) -> None:
 def _ledger(tmp_path: Path, ppls: dict[str, float]) -> dict:
     for run, v in ppls.items():
         _final_ppl(tmp_path / "w", run, v)
-    return {c.id: c for c in derived_claims(Context(PAPER, tmp_path / "r", tmp_path / "w"))}
+    return {c.id: c for c in derived_claims(Context(load_plan(PAPER), tmp_path / "r", tmp_path / "w"))}
 
 
 def test_verdict_counts_what_is_measured():
@@ -79,7 +80,7 @@ def test_lws_claims(tmp_path):
 def test_without_runs_only_the_analytic_claims_are_decided(tmp_path):
     """Shapes and FLOPs need no run: Table 5's ratio-4 row is the cheapest, the hourglass trains
     with fewer FLOPs at every scale; every measured claim is pending."""
-    got = {c.id: c for c in derived_claims(Context(PAPER, tmp_path / "r", tmp_path / "w")) if c.kind == "verdict"}
+    got = {c.id: c for c in derived_claims(Context(load_plan(PAPER), tmp_path / "r", tmp_path / "w")) if c.kind == "verdict"}
     analytic = {"hourglass_table5_ratio4_cheapest", "hourglass_table2_fewer_flops"}
     assert len(got) == 16 and {got[c].status for c in analytic} == {HOLDS}
     assert {c.status for i, c in got.items() if i not in analytic} == {"pending"}
@@ -94,5 +95,5 @@ def test_lws_2x_data_efficiency_is_caught(tmp_path):
     early = {"kind": "val", "step": steps // 4, "tokens": steps // 4 * PAPER.run("lws_vanilla_12l")["train"]["batch_tokens"],
              "train_heldout": {"loss": math.log(4.99), "ppl": 4.99}}
     metrics.write_text(json.dumps(early) + "\n" + metrics.read_text())
-    got = {c.id: c for c in derived_claims(Context(PAPER, tmp_path / "r", tmp_path / "w"))}
+    got = {c.id: c for c in derived_claims(Context(load_plan(PAPER), tmp_path / "r", tmp_path / "w"))}
     assert got["lws_no_2x_data_efficiency"].status == FAILS

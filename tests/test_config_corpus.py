@@ -452,6 +452,15 @@ DECODE_NAMES = {
     "valset-case-collision": (edit("data.validation_sets", ["default_web", "Default_web"]), "data.validation_sets"),
     "warmup-beyond-run": (edit("scales.tiny.train.warmup_tokens", 10**7), "warmup_tokens"),
     "warmup-beyond-run-in-run": (edit(f"runs.{RUN}.train.warmup_tokens", 250000), "warmup_tokens"),
+    # 120 whole steps of 2048 train 245,760 of the 246,000 tokens: a warm-up ending in the rest never ends
+    "warmup-beyond-whole-steps": (edits(edit("scales.tiny.train.total_tokens", 246000),
+                                        edit("scales.tiny.train.warmup_tokens", 245900)),
+                                  "warmup_tokens=245900 is beyond the run's 245760 trained tokens"),
+    # eval keys no job reads from a run's own eval: refused, not silently left at the top-level value
+    "run-eval-ppl_seq_len": (edit(f"runs.{RUN}.eval.ppl_seq_len", 512), f"runs.{RUN}.eval.ppl_seq_len: 512"),
+    "run-eval-ppl_max_instances": (edit(f"runs.{RUN}.eval.ppl_max_instances", 4),
+                                   f"runs.{RUN}.eval.ppl_max_instances: 4"),
+    "run-eval-limit": (edit(f"runs.{RUN}.eval.limit", 10), f"runs.{RUN}.eval.limit: 10"),
 }
 for label, (change, key) in DECODE_NAMES.items():
     case(f"cross2-{label}", change, key)
@@ -549,6 +558,10 @@ VALID = {
                                      edit("scales.tiny.train.warmup_tokens", "20480")),
     "token-count-whole-float": edit("scales.tiny.train.batch_tokens", 2048.0),
     "max_seq_len-above-seq_len": edit("model_defaults.max_seq_len", 256),
+    # scored beyond max_seq_len (128 here) on purpose: RoPE has no length limit (check_contexts)
+    "ppl_seq_len-beyond-max_seq_len": edit("eval.ppl_seq_len", 512),
+    "warmup-within-whole-steps": edits(edit("scales.tiny.train.total_tokens", 246000),
+                                       edit("scales.tiny.train.warmup_tokens", 245760)),
     "decode-peer-length": edit("decode.peer_length", 1024),
     "results-empty": edit("results", {}),
     "dashed-names": edits(edit("name", "tiny-demo_2"), rename("scales.tiny", "tiny-cpu")),

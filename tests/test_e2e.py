@@ -89,9 +89,8 @@ def test_tiny_target_through_real_slurm(tmp_path):
 def test_tiny_default_dag_end_to_end(tmp_path):
     repo = _copy_repo(tmp_path / "repo")
     _snakemake(["--cores", "2"], repo, 2400)
-    from shapelm.plan.experiment import load_experiment
+    from shapelm.plan.build import load_plan
     from shapelm.results import artifacts
 
-    exp = load_experiment(repo / "configs" / "default.yaml")
-    for artifact in artifacts(exp):
+    for artifact in artifacts(load_plan(repo / "configs" / "default.yaml")):
         assert (repo / artifact["path"]).exists(), artifact["path"]

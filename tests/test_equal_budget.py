@@ -5,13 +5,13 @@ import json
 
 import numpy as np
 
-from shapelm.results import load
+from shapelm.plan.build import load_plan
 from shapelm.results.context import Context
 from shapelm.results.equal_budget import RUNS, SHAPES, equal_budget_rows
 
 
 def test_paper_config_matches_every_shape_within_one_percent(tmp_path):
-    rows = equal_budget_rows(Context(load("configs/paper.yaml"), tmp_path, tmp_path))
+    rows = equal_budget_rows(Context(load_plan("configs/paper.yaml"), tmp_path, tmp_path))
     assert len(rows) == len(RUNS) * len(SHAPES)
     for r in rows:
         assert r["matched"] is True, r
@@ -21,7 +21,7 @@ def test_paper_config_matches_every_shape_within_one_percent(tmp_path):
 
 
 def test_tiny_default_measures_the_pair_it_has(tmp_path):
-    exp = load("configs/default.yaml")
+    plan = load_plan("configs/default.yaml")
     rng = np.random.default_rng(0)
     d = rng.normal(6.0, 0.3, 64)
     for run, shift in (("tp760m_uniform", 0.0), ("tp760m_cosine_1p5_0p5", 0.03)):
@@ -30,7 +30,7 @@ def test_tiny_default_measures_the_pair_it_has(tmp_path):
         sets = {"default_web": {"loss": float(d.mean() + shift), "ppl": 1.0,
                                 "instance_losses": list(d + shift), "instance_tokens": [255] * 64}}
         path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": float(d.mean() + shift)}}))
-    rows = {r["run"]: r for r in equal_budget_rows(Context(exp, tmp_path, tmp_path))}
+    rows = {r["run"]: r for r in equal_budget_rows(Context(plan, tmp_path, tmp_path))}
     assert abs(rows["tp760m_cosine_1p5_0p5"]["d_loss"] - 0.03) < 1e-9
     assert rows["tp760m_cosine_1p5_0p5"]["d_loss_lo"] <= 0.03 <= rows["tp760m_cosine_1p5_0p5"]["d_loss_hi"]
     assert rows["eb760m_hourglass"]["status"] == "not in this config"

@@ -8,6 +8,7 @@ import pytest
 
 from shapelm import reference as R
 from shapelm.config import run_model_config
+from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results import artifacts
 from shapelm.results import figures as FG
@@ -27,8 +28,8 @@ def exp(request):
 
 
 def test_figures_are_registered_listed_and_render(exp, tmp_path):
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
-    names = {a["name"] for a in artifacts(exp, tmp_path / "r", tmp_path / "f") if a["kind"] == "figure"}
+    ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
+    names = {a["name"] for a in artifacts(load_plan(exp), tmp_path / "r", tmp_path / "f") if a["kind"] == "figure"}
     for name in ("tapered_fig3_schedules", "tapered_fig4_novelty", "lws_fig3_profiles"):
         assert name in FG.FIGURES and name in names
         assert ctx.runs_for_table(name), f"no run of {exp.name} lists {name} in tables:"
@@ -40,7 +41,7 @@ def test_figures_are_registered_listed_and_render(exp, tmp_path):
 def test_schedule_figure_draws_the_built_widths(exp, tmp_path):
     from shapelm.model.schedules import tapered_widths
 
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
     fig = FG.tapered_fig3_schedules(ctx)
     ax = fig.axes[0]
     ref = next(r for r in ctx.runs_for_table("tapered_fig3_schedules") if FG._arch_of(ctx, r)["kind"] == "tapered")
@@ -55,7 +56,7 @@ def test_schedule_figure_draws_the_built_widths(exp, tmp_path):
 
 
 def test_lws_profile_figure_follows_the_built_layers(exp, tmp_path):
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
     runs = ctx.runs_for_table("lws_fig3_profiles")
     fig = FG.lws_fig3_profiles(ctx)
     ffn_lines = [line for line in fig.axes[0].get_lines()]
@@ -69,7 +70,7 @@ def test_lws_profile_figure_follows_the_built_layers(exp, tmp_path):
 
 def test_novelty_figure_with_results(tmp_path):
     exp = load_experiment(ROOT / "configs" / "default.yaml")
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
     runs = ctx.runs_for_table("tapered_fig4_novelty")
     for i, run in enumerate(runs):
         rho = [0.1, -0.05, 0.02, 0.1 + i / 10, 0.2, 0.5]

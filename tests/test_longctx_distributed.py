@@ -112,7 +112,7 @@ def runs(tmp_path_factory):
     finally:
         torch.set_num_threads(n)
     assert ref.status == "completed"
-    from shapelm.longctx.checkpoint import list_checkpoints
+    from shapelm.train.checkpoint import list_checkpoints
 
     codes = {"fsdp": wait(full, "fsdp"), "stopped": wait(stopped, "stopped")}
     codes["checkpoints_at_stop"] = [s for s, _ in list_checkpoints(root / "stopped")]
@@ -169,7 +169,7 @@ def test_time_limit_stops_with_a_checkpoint_and_exit_138_then_resumes_identicall
     left after step 3: stop at that boundary, checkpoint step 3, exit 138 (as SIGUSR1)."""
     from shapelm.cli import main
     from shapelm.longctx import finetune
-    from shapelm.longctx.checkpoint import list_checkpoints
+    from shapelm.train.checkpoint import list_checkpoints
     from shapelm.train.preempt import Preemption
 
     root, _ = runs

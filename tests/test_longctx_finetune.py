@@ -8,7 +8,7 @@ import torch
 
 from shapelm.data.tokens import write_token_dir
 from shapelm.errors import ConfigError
-from shapelm.longctx.checkpoint import list_checkpoints, load_checkpoint
+from shapelm.train import checkpoint as ckpt
 from shapelm.longctx.finetune import FinetuneConfig, lr_factor, yarn_finetune
 from tiny_longctx import tiny_model
 from shapelm.model import load_pretrained, save_pretrained
@@ -48,10 +48,13 @@ def test_finetune_and_resume_match_uninterrupted(setup):
 
     # interrupted after 1 step (checkpoint written on stop), then resumed to the end
     yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg), max_steps_this_call=1)
-    assert [s for s, _ in list_checkpoints(tmp / "res")] == [1]
-    state = load_checkpoint(list_checkpoints(tmp / "res")[0][1])
+    [(step, path)] = ckpt.list_checkpoints(tmp / "res")
+    assert step == 1 and ckpt.is_valid(path, verify=True)  # pretraining's verified layout
+    trainer = ckpt.load_torch(path / "trainer.pt")
+    assert trainer["step"] == 1 and trainer["scheduler"]["kind"] == "yarn_linear"
+    assert trainer["scheduler"]["last_lr"] == 0.0  # the first update's lr
     # optimizer state keyed by parameter name, as pretraining's (world-size independent)
-    assert state["step"] == 1 and "exp_avg" in state["optimizer"]["state"]["layers.0.attn.q_proj.weight"]
+    assert "exp_avg" in ckpt.load_torch(path / "optimizer.pt")["state"]["layers.0.attn.q_proj.weight"]
     yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg), max_steps_this_call=2)
     resumed = yarn_finetune(tmp / "base", tmp / "tokens", tmp / "res", FinetuneConfig(**cfg)).path
     m_res = load_pretrained(resumed)
@@ -107,3 +110,58 @@ def test_prepare_reads_the_train_split_and_stops_at_max_segments(tmp_path):
     assert store.n_tokens == 5 * 64 and store.manifest["split"] == "train"
     first = tok.encode(english_text(200, seed=0)).ids[:64]
     assert store.read(0, 64).tolist() == first  # the train books, in order
+
+
+def test_finetune_makes_the_updates_of_plain_adamw_on_its_segments(setup):
+    """The finetune's trajectory equals a plain PyTorch loop written from its recipe alone: the
+    YaRN model from the base weights, AdamW, the warm-up/linear-decay lr, each step's whole
+    batch of segments (micro-batches, checkpointing and chunked loss change no number)."""
+    from shapelm.longctx.finetune import SegmentData
+    from shapelm.longctx.yarn import yarn_model_config
+    from shapelm.model import build_model
+
+    tmp, cfg = setup
+    ft = FinetuneConfig(**cfg)
+    result = yarn_finetune(tmp / "base", tmp / "tokens", tmp / "ft", ft)
+    losses = [json.loads(x)["loss"] for x in (tmp / "ft" / "metrics.jsonl").read_text().splitlines()]
+
+    base = load_pretrained(tmp / "base")
+    model = build_model(yarn_model_config(base.config, ft.scaling()), "cpu")
+    model.load_state_dict(base.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=ft.lr, betas=(ft.beta1, ft.beta2), eps=ft.eps,
+                            weight_decay=0.0)
+    segments = SegmentData(tmp / "tokens", ft.seq_len, ft.seed)
+    expected = []
+    for step in range(ft.steps):
+        for group in opt.param_groups:
+            group["lr"] = ft.lr * lr_factor(step, ft.warmup, ft.steps, ft.schedule)
+        batch = np.stack([segments.sample(step * ft.batch + i) for i in range(ft.batch)])
+        tokens = torch.from_numpy(batch.astype(np.int64))
+        loss = model(tokens[:, :-1], tokens[:, 1:], return_logits=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        expected.append(float(loss.detach()))
+    assert losses == pytest.approx(expected, rel=1e-5)
+    assert len(set(expected)) == ft.steps  # every step saw other segments
+    finetuned = load_pretrained(result.path).state_dict()
+    for name, want in model.state_dict().items():
+        torch.testing.assert_close(finetuned[name], want, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_one_module_steps_an_optimizer():
+    """Pretraining and the finetune update weights through one function (train.loop.update):
+    no other module of the package calls an optimizer's step()."""
+    import ast
+    from pathlib import Path
+
+    import shapelm
+
+    root = Path(shapelm.__file__).parent
+    stepping = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "step" and "opt" in ast.unparse(node.func.value).lower()):
+                stepping.add(path.relative_to(root).as_posix())
+    assert stepping == {"train/loop.py"}

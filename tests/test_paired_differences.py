@@ -62,10 +62,10 @@ def test_paired_table_reads_per_instance_losses_of_the_compared_runs(tmp_path):
     measured row whose interval excludes zero on the claimed side; a pair without files pending."""
     import json
 
-    from shapelm.results import load
+    from shapelm.plan.build import load_plan
     from shapelm.results.context import Context
 
-    exp = load("configs/default.yaml")
+    plan = load_plan("configs/default.yaml")
     rng = np.random.default_rng(0)
     difficulty = {s: rng.normal(6.0, 0.4, 64) for s in ("default_web", "default_code")}
     for run, shift in (("hg906m_conv", 0.0), ("hg906m_hg", -0.05)):
@@ -75,7 +75,7 @@ def test_paired_table_reads_per_instance_losses_of_the_compared_runs(tmp_path):
         path = tmp_path / "runs" / run / "ppl.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": 6.0 + shift, "val_ppl": 400.0}}))
-    rows = {(r["arm"], r["base"]): r for r in I.paired_table(Context(exp, tmp_path, tmp_path / "work")).rows}
+    rows = {(r["arm"], r["base"]): r for r in I.paired_table(Context(plan, tmp_path, tmp_path / "work")).rows}
     row = rows[("hg906m_hg", "hg906m_conv")]
     assert row["status"] == "measured" and row["units"] == 128
     assert row["d_loss_lo"] < -0.05 < row["d_loss_hi"] < 0

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from shapelm import reference as R
+from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results import CLAIMS_NAME, artifacts, build_results, write_captions, write_claims
 from shapelm.results import claims as C
@@ -37,9 +38,14 @@ def exp():
 
 
 @pytest.fixture(scope="module")
-def empty_build(exp, tmp_path_factory):
+def plan(exp):
+    return load_plan(exp)
+
+
+@pytest.fixture(scope="module")
+def empty_build(plan, tmp_path_factory):
     base = tmp_path_factory.mktemp("empty")
-    paths = build_results(exp, base / "results", base / "figs", base / "work")
+    paths = build_results(plan, base / "results", base / "figs", base / "work")
     return base, paths
 
 
@@ -51,18 +57,18 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 # ----------------------------------------------------------------------------- no results yet
 
 
-def test_build_writes_exactly_the_artifacts(exp, empty_build):
+def test_build_writes_exactly_the_artifacts(plan, empty_build):
     base, paths = empty_build
-    listed = artifacts(exp, base / "results", base / "figs")
+    listed = artifacts(plan, base / "results", base / "figs")
     assert sorted(str(p) for p in paths) == sorted(a["path"] for a in listed)
     for a in listed:
         assert Path(a["path"]).stat().st_size > 0, a["path"]
 
 
-def test_paper_columns_equal_the_reference_values(exp, empty_build):
+def test_paper_columns_equal_the_reference_values(plan, empty_build):
     """Every paper cell of every table is the printed string from paper_values.yaml (or n/a)."""
     base, _ = empty_build
-    for name in regenerated_tables(exp):
+    for name in regenerated_tables(plan):
         rows = read_csv(base / "results" / "tables" / f"{name}.csv")
         if name not in R.tables() or name == "hourglass_fig4_compute_fit":
             continue  # Figure 4's printed fit (R^2, 8.7%) is checked in derived_claims below
@@ -77,21 +83,21 @@ def test_paper_columns_equal_the_reference_values(exp, empty_build):
                 assert got[key] == expect, (name, prow["run"], col)
 
 
-def test_no_metric_is_invented_before_training(exp, empty_build):
+def test_no_metric_is_invented_before_training(plan, empty_build):
     base, _ = empty_build
-    for name in regenerated_tables(exp):
-        t = build_table(Context(exp, base / "results", base / "work"), name)
+    for name in regenerated_tables(plan):
+        t = build_table(Context(plan, base / "results", base / "work"), name)
         for (row, col), cell in t.cells.items():
             c = next(c for c in t.columns if c.name == col)
             if c.kind == "metric":
                 assert cell.ours is None and cell.ours_text == F.PENDING, (name, row, col)
 
 
-def test_accounting_reproduces_printed_values(exp, empty_build):
+def test_accounting_reproduces_printed_values(plan, empty_build):
     """Shape columns are filled before training and match the paper, except documented cells."""
-    ctx = Context(exp, empty_build[0] / "results", empty_build[0] / "work")
+    ctx = Context(plan, empty_build[0] / "results", empty_build[0] / "work")
     seen_documented = set()
-    for name in regenerated_tables(exp):
+    for name in regenerated_tables(plan):
         t = build_table(ctx, name)
         for (row, col), cell in t.cells.items():
             c = next(c for c in t.columns if c.name == col)
@@ -110,8 +116,8 @@ def test_accounting_reproduces_printed_values(exp, empty_build):
     assert not stale, stale
 
 
-def test_key_accounting_cells(exp, empty_build):
-    ctx = Context(exp, empty_build[0] / "results", empty_build[0] / "work")
+def test_key_accounting_cells(plan, empty_build):
+    ctx = Context(plan, empty_build[0] / "results", empty_build[0] / "work")
     t2 = build_table(ctx, "hourglass_table2")
     assert t2.cell("hg906m_hg", "train_flops").status == "match"
     assert t2.cell("hg8b_hg", "ffn_params").status == "match"
@@ -133,12 +139,12 @@ def test_tables_without_runs_are_pending(exp, tmp_path):
     raw = {k: v for k, v in exp.raw.items()}
     raw["runs"] = {k: v for k, v in exp.raw["runs"].items() if k.startswith("hg113m_conv")}
     small = load_experiment(raw)
-    ctx = Context(small, tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(small), tmp_path / "r", tmp_path / "w")
     for name in ("tapered_table1", "lws_table3", "hourglass_table2", "hourglass_longctx",
                  "hourglass_fig5_decode_latency"):
         t = build_table(ctx, name)
         assert all(cell.ours is None for cell in t.cells.values()), name
-    names = [a["name"] for a in artifacts(small)]
+    names = [a["name"] for a in artifacts(load_plan(small))]
     assert "tapered_table1" in names and "lws_table3" in names
 
 
@@ -155,18 +161,18 @@ def test_markdown_and_latex_readable(empty_build):
 
 
 @pytest.fixture(scope="module")
-def fake_build(exp, tmp_path_factory):
+def fake_build(exp, plan, tmp_path_factory):
     base = tmp_path_factory.mktemp("fake")
     fabricate(exp, base / "results", base / "work")
-    ctx = Context(exp, base / "results", base / "work")
-    for name in regenerated_tables(exp):  # tables only; figures with results are tested below
+    ctx = Context(plan, base / "results", base / "work")
+    for name in regenerated_tables(plan):  # tables only; figures with results are tested below
         write_table(build_table(ctx, name), base / "results" / "tables")
     write_claims(C.derived_claims(ctx), base / "results" / "tables")
     return base
 
 
-def test_figures_with_results(exp, fake_build, tmp_path):
-    ctx = Context(exp, fake_build / "results", fake_build / "work")
+def test_figures_with_results(plan, fake_build, tmp_path):
+    ctx = Context(plan, fake_build / "results", fake_build / "work")
     for name in ("hourglass_fig2_frozen_head", "hourglass_fig4_compute_fit", "hourglass_fig5_decode_latency",
                  "hourglass_fig6_403m_sweep"):
         for p in write_figure(ctx, name, tmp_path):
@@ -195,7 +201,7 @@ def test_values_flow_into_tables(exp, fake_build):
     assert float(t6["ppl_wikitext_ours_value"]) == pytest.approx(sets["wikitext_103"]["ppl"])
 
 
-def test_deltas_are_computed_from_ours(exp, fake_build):
+def test_deltas_are_computed_from_ours(plan, fake_build):
     tables = fake_build / "results" / "tables"
     rows = {r["run"]: r for r in read_csv(tables / "hourglass_table2.csv")}
     hg, conv = float(rows["hg3b_hg"]["val_ppl_ours_value"]), float(rows["hg3b_conv"]["val_ppl_ours_value"])
@@ -207,7 +213,7 @@ def test_deltas_are_computed_from_ours(exp, fake_build):
     assert d == pytest.approx(float(t8["hg906m_hg_attn0p9"]["val_loss_ours_value"])
                               - float(t8["hg906m_hg"]["val_loss_ours_value"]))
     # decode: Table 12 speedups and Table 2 latency from decode.json
-    ctx = Context(exp, fake_build / "results", fake_build / "work")
+    ctx = Context(plan, fake_build / "results", fake_build / "work")
     t12 = build_table(ctx, "hourglass_table12")
     conv, hg = ctx.decode_pairs["906m"]
     expect = ctx.latency(conv, "gqa", 65536) / ctx.latency(hg, "gqa", 65536)
@@ -219,8 +225,8 @@ def test_deltas_are_computed_from_ours(exp, fake_build):
     assert float(lc["hg8b_hg"]["ruler_4k_ours_value"]) > 0
 
 
-def test_tapered_decode_compares_each_mixer_with_the_run_it_names(exp, fake_build):
-    ctx = Context(exp, fake_build / "results", fake_build / "work")
+def test_tapered_decode_compares_each_mixer_with_the_run_it_names(plan, fake_build):
+    ctx = Context(plan, fake_build / "results", fake_build / "work")
     assert ctx.decode_baselines == {"tp760m_ga_uniform": "tp760m_uniform", "tp760m_titans_uniform": "tp760m_uniform",
                                     "tp760m_hope_uniform": "tp760m_uniform"}
     assert "tp760m_titans_uniform" not in {r for pair in ctx.decode_pairs.values() for r in pair}
@@ -254,9 +260,9 @@ def test_figure4_paper_fit_reproduces_printed_r2():
     assert 0.08 < saving < 0.095  # printed 8.7%; where it is read off is not stated
 
 
-def test_derived_claims_with_fake_fit(exp, tmp_path):
+def test_derived_claims_with_fake_fit(plan, tmp_path):
     # fabricated accuracies exactly on a line in log10(C) for both architectures
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    ctx = Context(plan, tmp_path / "r", tmp_path / "w")
     for run in ctx.runs_for_table("hourglass_fig4_compute_fit"):
         acc = ctx.acc(run)
         shift = 0.0 if acc["kind"] == "conventional" else 0.05 * math.log10(1 / 0.8)
@@ -264,7 +270,7 @@ def test_derived_claims_with_fake_fit(exp, tmp_path):
         p = tmp_path / "r" / "runs" / run / "downstream.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps(fake_downstream(run, avg_acc=avg)))
-    claims = {c.id: c for c in C.derived_claims(Context(exp, tmp_path / "r", tmp_path / "w"))}
+    claims = {c.id: c for c in C.derived_claims(Context(plan, tmp_path / "r", tmp_path / "w"))}
     assert claims["fig4_conv_b"].ours == pytest.approx(0.05)
     assert claims["fig4_hg_r2"].ours == pytest.approx(1.0)
     assert claims["fig4_compute_saving"].ours == pytest.approx(0.2)
@@ -285,8 +291,8 @@ def test_claims_file_has_printed_claims(empty_build):
 # ----------------------------------------------------------------------------- artifacts, readers, CLI
 
 
-def test_artifacts_deterministic_and_complete(exp):
-    a1, a2 = artifacts(exp), artifacts(load_experiment(PAPER))
+def test_artifacts_deterministic_and_complete(exp, plan):
+    a1, a2 = artifacts(plan), artifacts(load_plan(PAPER))
     assert a1 == a2
     paths = [a["path"] for a in a1]
     assert len(paths) == len(set(paths))
@@ -306,8 +312,8 @@ def test_artifacts_deterministic_and_complete(exp):
     assert all(a["path"].startswith(("results/paper/tables/", "paper_figures/paper/")) for a in a1)
 
 
-def test_committed_captions_are_current(exp, tmp_path):
-    written = write_captions(exp, tmp_path)
+def test_committed_captions_are_current(plan, tmp_path):
+    written = write_captions(plan, tmp_path)
     for p in written:
         committed = ROOT / "workflow" / "report" / p.name
         assert committed.exists(), f"run `shapelm results captions configs/paper.yaml` ({p.name} missing)"
@@ -370,7 +376,7 @@ def default_ctx(tmp_path_factory):
     exp = load_experiment(ROOT / "configs" / "default.yaml")
     base = tmp_path_factory.mktemp("default")
     fabricate(exp, base / "results", base / "work")
-    return Context(exp, base / "results", base / "work")
+    return Context(load_plan(exp), base / "results", base / "work")
 
 
 def test_panels_without_configured_runs_say_so(default_ctx):
@@ -416,19 +422,19 @@ def test_figure5_has_a_tick_at_the_papers_64k_point(default_ctx):
     assert "64k" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
 
 
-def test_tables_print_standard_errors_where_the_data_have_them(exp, tmp_path):
+def test_tables_print_standard_errors_where_the_data_have_them(exp, plan, tmp_path):
     fabricate(exp, tmp_path / "results", tmp_path / "work", runs=["hg906m_conv"])
     path = tmp_path / "results" / "runs" / "hg906m_conv" / "downstream.json"
     ds = json.loads(path.read_text())
     ds["details"] = {"arc_easy": {"primary": "acc", "acc": ds["metrics"]["arc_easy"], "acc_stderr": 0.0123}}
     path.write_text(json.dumps(ds))
-    table = build_table(Context(exp, tmp_path / "results", tmp_path / "work"), "hourglass_table7")
+    table = build_table(Context(plan, tmp_path / "results", tmp_path / "work"), "hourglass_table7")
     cell = table.cell("hg906m_conv", "arc_easy")
     assert cell.stderr == pytest.approx(0.0123) and cell.ours_text.endswith("± 0.0123")
     assert "±" not in table.cell("hg906m_conv", "piqa").ours_text  # no stderr recorded for it
 
 
-def test_concurrent_table_jobs_do_not_share_a_temp_file(exp, tmp_path):
+def test_concurrent_table_jobs_do_not_share_a_temp_file(plan, tmp_path):
     """Table jobs run side by side and each rewrites the claims table: a writer must not take over
     (and rename away) the temp file another writer is still filling (the rehearsal's table2 and
     long-context jobs failed so)."""
@@ -436,13 +442,13 @@ def test_concurrent_table_jobs_do_not_share_a_temp_file(exp, tmp_path):
     tables.mkdir()
     in_flight = {p: p.write_text("another job's half-written table") for p in
                  (tables / f"{CLAIMS_NAME}.csv.tmp", tables / f".{CLAIMS_NAME}.csv.tmp")}
-    build_results(exp, tmp_path, tmp_path / "figures", tmp_path / "work", only={"hourglass_table2"})
+    build_results(plan, tmp_path, tmp_path / "figures", tmp_path / "work", only={"hourglass_table2"})
     assert all(p.read_text() == "another job's half-written table" for p in in_flight)
     assert (tables / f"{CLAIMS_NAME}.csv").read_text().startswith("id,claim,")
     assert not [p for p in tables.iterdir() if p.name.endswith(".tmp") and p not in in_flight]
 
 
-def test_the_tables_reading_decode_json_are_planned_to_wait_for_it(exp, fake_build):
+def test_the_tables_reading_decode_json_are_planned_to_wait_for_it(plan, fake_build):
     # `table_NAME` targets take decode.json as input when NAME is in DECODE_READERS; a table or
     # figure that reads it without being listed would build without the benchmark.
     import matplotlib.pyplot as plt
@@ -459,8 +465,8 @@ def test_the_tables_reading_decode_json_are_planned_to_wait_for_it(exp, fake_bui
             return Context.decode_rows.func(self)
 
     readers = set()
-    for name in [*regenerated_tables(exp), *FIGURES]:
-        ctx = Recording(exp, fake_build / "results", fake_build / "work")
+    for name in [*regenerated_tables(plan), *FIGURES]:
+        ctx = Recording(plan, fake_build / "results", fake_build / "work")
         if name in FIGURES:
             plt.close(FIGURES[name][0](ctx))
         else:

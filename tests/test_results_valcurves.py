@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results import figures as FG
 from shapelm.results.context import Context
@@ -28,7 +29,7 @@ def default_ctx(tmp_path_factory):
     exp = load_experiment(ROOT / "configs" / "default.yaml")
     base = tmp_path_factory.mktemp("valcurves")
     fabricate(exp, base / "results", base / "work")
-    return Context(exp, base / "results", base / "work")
+    return Context(load_plan(exp), base / "results", base / "work")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def paper_ctx(tmp_path_factory):
     exp = load_experiment(ROOT / "configs" / "paper.yaml")
     base = tmp_path_factory.mktemp("valcurves_paper")
     fabricate(exp, base / "results", base / "work", runs=[r for r in exp.runs if r.startswith(("lws", "tp440m"))])
-    return Context(exp, base / "results", base / "work")
+    return Context(load_plan(exp), base / "results", base / "work")
 
 
 def rows(ctx: Context, name: str, tmp_path: Path) -> dict[str, dict[str, str]]:
@@ -72,7 +73,7 @@ def test_tapered_in_distribution_is_pending_before_the_last_evaluation(tmp_path)
     metrics = tmp_path / "work" / "runs" / "tp760m_uniform" / "metrics.jsonl"
     lines = [line for line in metrics.read_text().splitlines() if '"kind": "val"' in line]
     metrics.write_text("\n".join(lines[:-1]) + "\n")
-    got = rows(Context(exp, tmp_path / "results", tmp_path / "work"), "tapered_table1", tmp_path / "t")
+    got = rows(Context(load_plan(exp), tmp_path / "results", tmp_path / "work"), "tapered_table1", tmp_path / "t")
     assert got["tp760m_uniform"]["val_ppl_ours_value"] == ""
     assert got["tp760m_uniform"]["val_ppl_heldout_sets_ours_value"] != ""
 
@@ -110,7 +111,7 @@ def test_lws_figures_draw_every_run(paper_ctx, name, tmp_path):
 
 
 def test_figures_say_pending_without_metrics(tmp_path):
-    ctx = Context(load_experiment(ROOT / "configs" / "default.yaml"), tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(ROOT / "configs" / "default.yaml"), tmp_path / "r", tmp_path / "w")
     for name in (*LWS_FIGS, "tapered_fig2_blocks"):
         fig = FG.FIGURES[name][0](ctx)
         text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
@@ -164,10 +165,10 @@ def test_fig3_markers_encode_the_ratio_as_the_paper(tmp_path):
     import matplotlib.pyplot as plt
 
     exp = load_experiment(ROOT / "configs" / "paper.yaml")
-    ctx = Context(exp, tmp_path / "results", tmp_path / "work")
+    ctx = Context(load_plan(exp), tmp_path / "results", tmp_path / "work")
     runs = ctx.runs_for_table("hourglass_fig3_906m_sweep")
     fabricate(exp, tmp_path / "results", tmp_path / "work", runs=runs)
-    fig = FG.fig3_906m_sweep(Context(exp, tmp_path / "results", tmp_path / "work"))
+    fig = FG.fig3_906m_sweep(Context(load_plan(exp), tmp_path / "results", tmp_path / "work"))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "hourglass K=4, d_h/d_model ~0.6, L=12" in labels and "hourglass K=4, d_h/d_model ~0.9, L=16" in labels
     paths = {}
@@ -226,7 +227,7 @@ def test_table6_maps_the_tiny_set_names_and_table7_averages_its_own_tasks(tmp_pa
     write(tmp_path / "r" / "runs" / "hg906m_conv" / "downstream.json", fake_downstream("hg906m_conv"))
     heldout = {"metrics": {"heldout_mc": 0.3, "heldout_ce": 2.0}, "Avg Acc": 0.3, "Avg PPL": 2.0}
     write(tmp_path / "r" / "runs" / "hg906m_hg" / "downstream.json", heldout)
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
     t6 = rows(ctx, "hourglass_table6", tmp_path / "t6")["hg906m_conv"]
     assert float(t6["loss_dolma_stack_ours_value"]) == pytest.approx(ppl["sets"]["default_code"]["loss"])
     assert float(t6["ppl_wikitext_ours_value"]) == pytest.approx(ppl["sets"]["default_wiki"]["ppl"])
@@ -244,7 +245,7 @@ def test_the_tapered_heatmap_places_the_configured_runs_by_their_shape(tmp_path)
     from shapelm.results.figures import _heatmap_runs
 
     root = Path(__file__).resolve().parents[1]
-    ctx = Context(load_experiment(root / "configs" / "default.yaml"), tmp_path / "results", tmp_path / "work")
+    ctx = Context(load_plan(root / "configs" / "default.yaml"), tmp_path / "results", tmp_path / "work")
     cells, uniform = _heatmap_runs(ctx)
     assert cells == {("cosine", "1p5_0p5"): "tp760m_cosine_1p5_0p5"} and uniform == "tp760m_uniform"
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from shapelm.config import config_hash
+from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.results.claims import derived_claims
@@ -157,7 +158,7 @@ def test_a_seeded_row_shows_mean_std_and_n(tmp_path):
     seeds = exp.instances("lws_baseline_18l")
     values = [5.31, 5.42, 5.38, 5.47, 5.36]  # fabricated
     _fake_results(exp, tmp_path / "r", tmp_path / "w", {**dict(zip(seeds, values)), "lws_crown_18l": 5.0})
-    ctx = Context(exp, tmp_path / "r", tmp_path / "w")
+    ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
     table = build_table(ctx, "lws_table3")
     cell = table.cell("lws_baseline_18l", "val_ppl")
     assert cell.ours == pytest.approx(np.mean(values))
@@ -187,7 +188,7 @@ def test_a_partly_finished_seed_row_says_how_many_of_how_many(tmp_path):
     exp = load_experiment(ROOT / "configs" / "paper.yaml")
     seeds = exp.instances("lws_baseline_18l")
     _fake_results(exp, tmp_path / "r", tmp_path / "w", {seeds[0]: 5.3, seeds[3]: 5.5})
-    cell = build_table(Context(exp, tmp_path / "r", tmp_path / "w"), "lws_table3").cell("lws_baseline_18l", "val_ppl")
+    cell = build_table(Context(load_plan(exp), tmp_path / "r", tmp_path / "w"), "lws_table3").cell("lws_baseline_18l", "val_ppl")
     assert cell.n == 2 and cell.ours == pytest.approx(5.4) and "(n=2 of 5)" in cell.ours_text
 
 
@@ -220,7 +221,7 @@ def test_throughput_table_and_the_lws_claim_from_training_logs(tmp_path):
         _metrics(work, run, tps, "cuda", world=2)
     _metrics(work, "lws_crown_18l", [1.0, 900, 920, 910], "cuda", world=2)
     _metrics(work, "lws_vanilla_18l", [1.0, 1030, 1040], "cpu")
-    ctx = Context(exp, tmp_path / "r", work)
+    ctx = Context(load_plan(exp), tmp_path / "r", work)
     table = build_table(ctx, "lws_throughput")
     b = table.cell("lws_baseline_18l", "tokens_per_s")
     assert b.ours == pytest.approx(np.mean([1000, 1100])) and b.n == 2
@@ -244,6 +245,6 @@ def test_throughput_table_and_the_lws_claim_from_training_logs(tmp_path):
 def test_a_logged_mfu_is_used_as_logged(tmp_path):
     exp = load_experiment(ROOT / "configs" / "default.yaml")
     _metrics(tmp_path, "lws_vanilla_12l", [1.0, 100, 100], "cuda", mfu=0.25)
-    t = build_table(Context(exp, tmp_path / "r", tmp_path), "lws_throughput")
+    t = build_table(Context(load_plan(exp), tmp_path / "r", tmp_path), "lws_throughput")
     assert t.cell("lws_vanilla_12l", "mfu").ours == pytest.approx(0.25)
     assert math.isclose(t.cell("lws_vanilla_12l", "tokens_per_s").ours, 100)

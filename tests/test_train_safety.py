@@ -416,28 +416,6 @@ def test_thread_count_is_set_and_recorded_and_a_change_warned(tokens, tmp_path, 
     assert "written with 1 CPU threads, this process uses 2" in caplog.text
 
 
-def test_the_finetune_shares_the_verified_checkpoint_layout(tmp_path, caplog):
-    from shapelm.longctx.checkpoint import (
-        latest_checkpoint,
-        load_checkpoint,
-        save_checkpoint,
-    )
-
-    weights = {"w": torch.arange(6.0)}
-    optimizer = {"state": {"w": {"exp_avg": torch.ones(6)}}, "param_groups": [{"params": ["w"]}]}
-    for step in (2, 4):
-        save_checkpoint(tmp_path, step, weights, optimizer, {"steps": 8}, keep=2)
-    newest = latest_checkpoint(tmp_path)
-    assert newest.name == "step-00000004" and ckpt.is_valid(newest, verify=True)
-    state = load_checkpoint(newest)
-    assert state["step"] == 4 and state["config"] == {"steps": 8}
-    assert torch.equal(state["model"]["w"], weights["w"])
-    flip_byte(newest / "optimizer.pt", (newest / "optimizer.pt").stat().st_size // 2)
-    with caplog.at_level(logging.WARNING, logger="shapelm.train.checkpoint"):
-        assert latest_checkpoint(tmp_path).name == "step-00000002"
-    assert "optimizer.pt: sha256" in caplog.text
-
-
 # -- several ranks ------------------------------------------------------------------------------
 def srun_pair(config, out, data, **extra_env):
     """Two ranks started as `srun --ntasks 2` would (no agent that kills the survivor)."""

@@ -133,9 +133,16 @@ class TrainRecipe:
             raise ConfigError(f"{where}.final_lr_ratio must be in [0, 1], got {self.final_lr_ratio}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"{where}.seed must be a whole number in 0..{MAX_SEED}, got {self.seed!r}")
-        if self.warmup_tokens > self.total_tokens:
+        # The run trains whole steps (total_steps = total_tokens // batch_tokens) and the schedule
+        # reaches its final LR at the last of them; a warm-up ending in the remainder that no step
+        # trains would leave the LR rising at the last update, never decayed.
+        trained = self.total_steps * self.batch_tokens
+        if self.warmup_tokens > trained:
+            within = (f"total_tokens={self.total_tokens}" if trained == self.total_tokens else
+                      f"{trained} trained tokens ({self.total_steps} whole steps of batch_tokens="
+                      f"{self.batch_tokens}; total_tokens={self.total_tokens})")
             raise ConfigError(f"{where}.warmup_tokens={self.warmup_tokens} is beyond the run's "
-                              f"total_tokens={self.total_tokens}: the warm-up must end within the run")
+                              f"{within}: the warm-up must end within the run")
         if self.precision not in ("auto", "float32", "bf16"):
             raise ConfigError(f"{where}.precision must be auto, float32 or bf16, got {self.precision!r}")
         if self.distributed not in ("ddp", "fsdp", "hsdp"):

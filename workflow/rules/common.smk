@@ -9,6 +9,8 @@ from snakemake.utils import min_version
 from shapelm import workflow as wf
 from shapelm.plan import decode as decode_plan
 from shapelm.plan import paths
+from shapelm.plan.build import plan_of, write_plan
+from shapelm.plan.document import PLAN_VERSION
 from shapelm.checks import workflow_experiment
 from shapelm.config import config_hash, write_json_atomic
 from shapelm.evaluation.standins import standin_path, standin_tasks
@@ -45,6 +47,9 @@ if config.get("rehearsal"):
 E = EXP.name
 wf.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
 RUNS = list(EXP.runs)
+# What the tables and figures read (shapelm.plan.document), built once here; the experiment_plan
+# rule writes the same document to work/EXP/plan.json for `shapelm results build`.
+PLAN = plan_of(EXP)
 WORK = paths.work_dir(E)
 RESULTS = paths.results_dir(E)
 FIGURES = paths.figures_dir(E)
@@ -103,4 +108,21 @@ rule experiment_config:
         summary=f"experiment {E}: {len(RUNS)} runs, config digest {config_hash(EXP.raw)}\n",
     run:
         write_json_atomic(output[0], EXP.raw)
+        Path(log[0]).write_text(params.summary)
+
+
+rule experiment_plan:
+    """The plan document (shapelm.plan.document) the tables and figures read; rewritten when
+    the config or the document's version changes."""
+    output:
+        f"{WORK}/plan.json",
+    log:
+        f"{LOGS}/experiment_plan.log",
+    localrule: True
+    params:
+        digest=config_hash(EXP.raw),
+        version=PLAN_VERSION,
+        summary=f"plan of {E}: {len(RUNS)} runs, version {PLAN_VERSION}\n",
+    run:
+        write_plan(EXP, output[0])
         Path(log[0]).write_text(params.summary)

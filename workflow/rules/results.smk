@@ -22,7 +22,7 @@ def run_outputs(run):
 
 ALL_RUN_OUTPUTS = [p for r in RUNS for p in run_outputs(r)]
 DECODE_OUTPUTS = [f"{RESULTS}/decode/decode.json"] if DECODE_RUNS else []
-ARTIFACTS = result_artifacts(EXP)
+ARTIFACTS = result_artifacts(PLAN)
 ARTIFACT_PATHS = [a["path"] for a in ARTIFACTS]
 
 
@@ -53,14 +53,14 @@ def _report(artifact):
 RESULTS_BUILD_DIRS = dict(
     results=lambda w: RESULTS,
     figures=lambda w: FIGURES,
-    work=lambda w, input: os.path.dirname(input.experiment),
+    work=lambda w, input: os.path.dirname(input.plan),
 )
 
 
 rule results:
     """Every table (CSV, Markdown, LaTeX) and figure (PNG, PDF) of the three papers."""
     input:
-        experiment=f"{WORK}/experiment.json",
+        plan=f"{WORK}/plan.json",
         runs=ALL_RUN_OUTPUTS,
         decode=DECODE_OUTPUTS,
         novelty=NOVELTY_HF_OUTPUTS,
@@ -72,5 +72,5 @@ rule results:
     params:
         **RESULTS_BUILD_DIRS,
     shell:
-        "shapelm results build {input.experiment:q} --results-dir {params.results:q} "
+        "shapelm results build {input.plan:q} --results-dir {params.results:q} "
         "--figures-dir {params.figures:q} --work-dir {params.work:q} > {log:q} 2>&1"

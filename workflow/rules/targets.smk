@@ -19,7 +19,7 @@ for _table in _TABLES:
         name:
             f"table_{_table}"
         input:
-            experiment=f"{WORK}/experiment.json",
+            plan=f"{WORK}/plan.json",
             runs=[p for r in EXP.runs_for(table=_table) for p in run_outputs(r)],
             decode=DECODE_OUTPUTS if _table in decode_plan.DECODE_READERS else [],
             analysis=NOVELTY_HF_OUTPUTS if _table == NOVELTY_FIGURE else [],
@@ -32,7 +32,7 @@ for _table in _TABLES:
             **RESULTS_BUILD_DIRS,
             table=_table,
         shell:
-            "shapelm results build {input.experiment:q} --only {params.table:q} "
+            "shapelm results build {input.plan:q} --only {params.table:q} "
             "--results-dir {params.results:q} --figures-dir {params.figures:q} "
             "--work-dir {params.work:q} > {log:q} 2>&1"
 

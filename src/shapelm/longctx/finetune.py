@@ -11,13 +11,18 @@ PyTorch path defaults to ``get_linear_schedule_with_warmup``, the same shape. He
 ``--lr-schedule constant``) is available. Both give lr = 0 on the first update, as HF's and
 DeepSpeed's schedulers do.
 
-Memory: each block runs under activation checkpointing and the loss is computed in vocabulary
-chunks (``loss_chunk_tokens``), so a 65,536-token segment never materialises [tokens, vocab]
-logits. Micro-batches accumulate to the global batch.
+Updates: the finetune is a pretraining recipe (:func:`finetune_recipe`) and each update is
+pretraining's :func:`shapelm.train.loop.update` (AdamW, accumulation, the non-finite check),
+its checkpoints pretraining's (:mod:`shapelm.train.state`); this module owns the schedule, the
+segment order and the loop around the updates.
+
+Memory: each block runs under activation checkpointing (``set_recompute("full")``) and the
+loss is computed in vocabulary chunks (``loss_chunk_tokens``), so a 65,536-token segment never
+materialises [tokens, vocab] logits. Micro-batches accumulate to the global batch.
 
 Processes: one per GPU (``srun`` / ``torchrun``, see :mod:`shapelm.train.distributed`); with more
 than one the model is sharded with FSDP2 exactly as pretraining's ``distributed: fsdp`` does (the
-same helpers of :mod:`shapelm.train.loop`): fp32 weights, gradients and AdamW state are split
+same helpers, :mod:`shapelm.train.parallel`): fp32 weights, gradients and AdamW state are split
 over the ranks (an 8B model's ~130 GB fit no single GPU). Rank ``r`` of ``W`` takes the
 contiguous share ``[r B/W, (r+1) B/W)`` of each step's ``B`` segments, so any world size makes
 the same update. SIGTERM / SIGUSR1, or ``time_limit_min`` running out, stop every rank at the
@@ -28,9 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import hashlib
 import json
 import logging
-import math
 import os
 import signal
 import time
@@ -40,10 +46,9 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.utils.checkpoint import checkpoint
 
-from shapelm.errors import ConfigError, DataError
-from shapelm.longctx.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
+from shapelm.config import TrainRecipe
+from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
 
 log = logging.getLogger(__name__)
@@ -99,20 +104,21 @@ def lr_factor(step: int, warmup: int, total: int, schedule: str) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def enable_activation_checkpointing(model: torch.nn.Module) -> None:
-    """Recompute every decoder block in the backward pass (instance-level wrapper, weights untouched)."""
-    for block in model.layers:
-        if getattr(block, "_shapelm_ckpt", False):
-            continue
-        inner = block.forward
-
-        def wrapped(x, cos, sin, kv_cache=None, _inner=inner):
-            if kv_cache is not None or not torch.is_grad_enabled():
-                return _inner(x, cos, sin, kv_cache)
-            return checkpoint(_inner, x, cos, sin, use_reentrant=False)
-
-        block.forward = wrapped
-        block._shapelm_ckpt = True
+def finetune_recipe(cfg: FinetuneConfig) -> TrainRecipe:
+    """The finetune as a pretraining recipe: what pretraining's model building (sharding,
+    activation checkpointing), optimizer, update (shapelm.train.loop.update) and checkpoints
+    (shapelm.train.state) read. Its lr schedule is `lr_factor`, not the recipe's cosine."""
+    batch_tokens = cfg.batch * cfg.seq_len
+    return TrainRecipe(
+        lr=cfg.lr, batch_tokens=batch_tokens, total_tokens=cfg.steps * batch_tokens,
+        warmup_tokens=cfg.warmup * batch_tokens, seq_len=cfg.seq_len, micro_batch_size=cfg.micro_batch,
+        betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay,
+        grad_clip=cfg.grad_clip, z_loss=0.0, seed=cfg.seed, compile=False,
+        distributed="fsdp",  # several processes always shard: an 8B finetune fits no GPU whole
+        activation_checkpointing="full" if cfg.activation_checkpointing else "none",
+        checkpoint_every=cfg.checkpoint_every, keep_last=cfg.keep_checkpoints, log_every=1,
+        loss_chunk_tokens=cfg.loss_chunk_tokens, repetition_filter=False,
+    )
 
 
 class SegmentData:
@@ -200,25 +206,16 @@ class FinetuneResult:
         return 128 + self.signal if self.status == "preempted" and self.signal else 0
 
 
-@dataclass(frozen=True)
-class _Sharding:
-    """The fields of a TrainRecipe that pretraining's FSDP helpers read (shapelm.train.loop)."""
-
-    distributed: str = "fsdp"  # several processes always shard: an 8B finetune fits no GPU whole
-    frozen_lm_head: bool = False
-    compile: bool = False
+#: What a resumed finetune must share with its checkpoint: a change of any is refused (the
+#: number of steps may grow; data, micro-batch and checkpoint cadence may change).
+RESUME_KEYS = ("lr", "batch", "seq_len", "factor", "original", "warmup", "schedule", "seed", "model")
 
 
-SHARDING = _Sharding()
-
-
-def _mismatch(saved: dict, cfg: dict) -> str | None:
-    fixed = ("lr", "batch", "seq_len", "factor", "original", "warmup", "schedule", "seed", "model")
-    diff = [k for k in fixed if saved.get(k) != cfg.get(k)]
-    if not diff:
-        return None
-    return "resuming with a different config: " + ", ".join(
-        f"{k}: checkpoint {saved.get(k)!r} vs now {cfg.get(k)!r}" for k in diff)
+def resume_fingerprint(run_cfg: dict) -> tuple[str, dict]:
+    """(hash, content) of the finetune's `RESUME_KEYS`: what its checkpoints record as their
+    recipe, as pretraining's record the recipe hash."""
+    content = {k: run_cfg.get(k) for k in RESUME_KEYS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16], content
 
 
 def micro_batches_per_rank(cfg: FinetuneConfig, world_size: int) -> int:
@@ -268,30 +265,35 @@ def _segments_dir(data, tokenizer, cfg: FinetuneConfig, out: Path, split, env) -
     return prepared
 
 
-def _agreed_signal(signum: int, env) -> int:
-    """The stop signal of any rank (0: none), the same on every rank, so all stop at this step."""
-    if not env.distributed:
-        return signum
-    import torch.distributed as dist
+def micro_batches(segments: SegmentData, step: int, cfg: FinetuneConfig, env, accum: int):
+    """(inputs, labels) micro-batches of this rank for the update made at 0-based `step`: its
+    share of the step's segments, inputs the first seq_len - 1 tokens, labels the last."""
+    out = []
+    for micro in range(accum):
+        first = step * cfg.batch + (env.rank * accum + micro) * cfg.micro_batch
+        seg = np.stack([segments.sample(first + i) for i in range(cfg.micro_batch)])
+        tokens = torch.from_numpy(seg.astype(np.int64)).to(env.device)
+        out.append((tokens[:, :-1], tokens[:, 1:]))
+    return out
 
-    t = torch.tensor([signum], dtype=torch.int64, device=env.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t[0])
+
+def _nonfinite_error(step: int, loss: float, grad_norm: float | None) -> DataError:
+    return DataError(f"finetune: non-finite loss {loss} (grad norm {grad_norm}) at step {step}; "
+                     f"no update was applied")
 
 
-def _save(out: Path, step: int, model, optimizer, run_cfg: dict, cfg: FinetuneConfig, env) -> Path:
-    """Full (unsharded) state on rank 0, written atomically; a collective under FSDP."""
-    from shapelm.longctx.checkpoint import checkpoint_dir
-    from shapelm.train import loop
-    from shapelm.train.distributed import barrier
+def _save(out: Path, step: int, model, optimizer, run_cfg: dict, cfg: FinetuneConfig,
+          recipe: TrainRecipe, env) -> Path:
+    """Pretraining's checkpoint of `step` (shapelm.train.state; a collective), its schedule
+    the finetune's."""
+    from shapelm.train.state import save_checkpoint
 
-    msd = loop.full_model_state(model, SHARDING, env)
-    osd = loop.full_optimizer_state(model, optimizer, SHARDING, env)
-    if env.is_main:
-        save_checkpoint(out, step, msd, osd, run_cfg, keep=cfg.keep_checkpoints)
-    del msd, osd
-    barrier(env)
-    return checkpoint_dir(out, step)
+    rhash, rcontent = resume_fingerprint(run_cfg)
+    scheduler = {"kind": f"yarn_{cfg.schedule}", "step": step, "peak_lr": cfg.lr,
+                 "warmup_steps": cfg.warmup, "total_steps": cfg.steps,
+                 "last_lr": cfg.lr * lr_factor(step - 1, cfg.warmup, cfg.steps, cfg.schedule) if step else 0.0}
+    return save_checkpoint(out, step, model, optimizer, env, recipe, rhash, rcontent,
+                           {"kind": "yarn_finetune"}, scheduler=scheduler).seal()
 
 
 def yarn_finetune(
@@ -326,21 +328,24 @@ def yarn_finetune(
     cfg = config or FinetuneConfig()
     cfg.validate()
     preempt = Preemption(time_limit_min=time_limit_min, margin_s=stop_margin_s)  # the clock starts
-    with process_group(cfg.device) as env:
+    with process_group(cfg.device) as env, contextlib.ExitStack() as held:
         try:
             preempt.install()
             return _finetune(model_dir, data, Path(out_dir), cfg, tokenizer, split, max_steps_this_call,
-                             preempt, stop_margin_s, on_step, env)
+                             preempt, stop_margin_s, on_step, env, held)
         finally:
             preempt.restore()
 
 
 def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split, max_steps_this_call,
-              preempt, stop_margin_s: float, on_step, env) -> FinetuneResult:
+              preempt, stop_margin_s: float, on_step, env, held) -> FinetuneResult:
     from shapelm.model.io import load_model_config
+    from shapelm.train import checkpoint as ckpt
     from shapelm.train import loop
-    from shapelm.train.distributed import all_reduce_sum, barrier, broadcast_object
+    from shapelm.train.distributed import barrier, broadcast_object
     from shapelm.train.observe import MetricsLog
+    from shapelm.train.parallel import build_parallel, is_fsdp, make_optimizer
+    from shapelm.train.state import load_checkpoint, prepare_run_dir, write_final
 
     model_path = _model_path(model_dir)
     final = out / "final"
@@ -361,34 +366,36 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
     run_cfg = dict(dataclasses.asdict(cfg), model=str(model_path.resolve()), data=str(Path(data).resolve()),
                    rope_scaling=scaling)
 
-    # Rank 0 finds the checkpoint and reads it (and the base weights); every rank follows its
-    # decision, so a config mismatch fails on all of them alike.
-    state, decision = None, [0, None, None]
+    # Pretraining's start-up: rank 0 checks the directory (writable, locked), the segments'
+    # sha256 and finds the checkpoint (refused if its RESUME_KEYS differ); every rank follows
+    # its decision, or raises its error.
+    resume = failure = None
     if env.is_main:
-        last = latest_checkpoint(out)
-        if last is not None:
-            state = load_checkpoint(last)
-            decision = [int(state["step"]), str(last), _mismatch(state["config"], run_cfg)]
-    step, resumed_from, problem = broadcast_object(decision, env)
-    if problem:
-        raise ConfigError(problem)
-    full = (state["model"] if state else _base_weights(model_path)) if env.is_main else {}
+        try:
+            resume = prepare_run_dir(out, segments.store, *resume_fingerprint(run_cfg), held)
+        except ShapelmError as err:
+            failure = err
+    resume, failure = broadcast_object([resume, failure], env)
+    if failure is not None:
+        raise failure
+    step, resumed_from = (resume[0], Path(resume[1])) if resume else (0, None)
+    if resumed_from is not None and ckpt.is_sharded(resumed_from):
+        full = None  # seeded, then replaced by the shards (load_checkpoint)
+    elif env.is_main:  # rank 0 reads, FSDP broadcasts
+        full = ckpt.load_torch(resumed_from / "model.pt", mmap=True) if resumed_from else _base_weights(model_path)
+    else:
+        full = {}
 
     torch.manual_seed(cfg.seed)
     amp = getattr(torch, cfg.autocast_dtype) if env.device.type == "cuda" else None
-    model, forward = loop.build_parallel(model_cfg, SHARDING, env, full, amp)
+    recipe = finetune_recipe(cfg)
+    model, forward = build_parallel(model_cfg, recipe, env, full, amp)
     del full
-    if cfg.activation_checkpointing:
-        enable_activation_checkpointing(model)
-    # foreach: the multi-tensor AdamW also takes FSDP's DTensor shards
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                                  weight_decay=cfg.weight_decay, foreach=True)
+    optimizer = make_optimizer(model, recipe, env, is_fsdp(recipe, env))
+    trainable = [p for p in model.parameters() if p.requires_grad]
     if resumed_from:
-        loop.load_optimizer_state(model, optimizer, state["optimizer"] if env.is_main else {}, SHARDING, env)
-        if env.is_main:
-            set_rng_state(state["rng"])
+        load_checkpoint(resumed_from, model, optimizer, recipe, env)
         log.info("resumed %s at step %d (%d processes)", resumed_from, step, env.world_size)
-    del state
     if env.is_main:
         (out / "finetune_config.json").write_text(json.dumps(run_cfg, indent=1) + "\n")
 
@@ -402,39 +409,18 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
             if max_steps_this_call is not None and step - start >= max_steps_this_call:
                 status = "stopped"
                 break
-            stopping = preempt.should_stop(step_seconds)  # a signal, or the time limit (SIGUSR1)
-            stop_signal = _agreed_signal((preempt.signum or 0) if stopping else 0, env)
+            stop_signal, _ = loop.agree_to_stop(preempt, step_seconds, env)  # a signal, or the time limit
             if stop_signal:
                 status = "preempted"
                 break
             t0 = time.perf_counter()
             lr = cfg.lr * lr_factor(step, cfg.warmup, cfg.steps, cfg.schedule)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            local = 0.0
-            for micro in range(accum):
-                first = step * cfg.batch + (env.rank * accum + micro) * cfg.micro_batch
-                seg = np.stack([segments.sample(first + i) for i in range(cfg.micro_batch)])
-                tokens = torch.from_numpy(seg.astype(np.int64)).to(env.device)
-                with amp_ctx():
-                    outp = forward(
-                        tokens[:, :-1], tokens[:, 1:], return_logits=False, loss_chunk_tokens=cfg.loss_chunk_tokens
-                    )
-                # Every segment has seq_len - 1 labels, so the mean of micro-batch means is the
-                # token mean; FSDP averages the ranks' gradients at each backward (no unsharded
-                # gradient is kept between micro-batches: 8B of them would not fit).
-                (outp.loss / accum).backward()
-                local += float(outp.loss.detach()) / accum
-            loss_sum = all_reduce_sum(torch.tensor([local], dtype=torch.float64, device=env.device), env)
-            total = float(loss_sum[0]) / env.world_size
-            if not math.isfinite(total):
-                raise DataError(f"finetune: non-finite loss {total} at step {step}")
-            grad_norm = None
-            if cfg.grad_clip:
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            # FSDP reduce-scatters each micro-batch's gradients: no unsharded gradient is kept
+            # between micro-batches (8B of them would not fit).
+            total, _, _, grad_norm = loop.update(
+                model, forward, optimizer, trainable, micro_batches(segments, step, cfg, env, accum),
+                cfg.batch * (cfg.seq_len - 1), lr, recipe, env, amp_ctx,
+                functools.partial(_nonfinite_error, step), sync_each_micro_batch=True)
             step += 1
             took = time.perf_counter() - t0
             step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
@@ -449,7 +435,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
                 on_step(rec)
             if step % cfg.checkpoint_every == 0 and step < cfg.steps:
                 t_save = time.perf_counter()
-                _save(out, step, model, optimizer, run_cfg, cfg, env)
+                _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
                 last_saved = step
                 # the stop must leave room for a checkpoint as slow as this one (minutes at 8B)
                 preempt.margin_s = max(stop_margin_s, 1.5 * (time.perf_counter() - t_save))
@@ -458,13 +444,16 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     if status == "completed":
         info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
-        final = loop.write_final(out, model, model_cfg, SHARDING, env, info)
+        final = write_final(out, model, model_cfg, recipe, env, info)
         if env.is_main:
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)
         return FinetuneResult("completed", step, cfg.steps, final)
-    path = (_save(out, step, model, optimizer, run_cfg, cfg, env) if step != last_saved
-            else latest_checkpoint(out, verify=False))
+    if step != last_saved:
+        path = _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
+    else:
+        found = ckpt.latest_valid(out, verify=False)
+        path = found[1] if found else None  # None: no update yet
     if status == "preempted" and env.is_main:
         log.warning("stopped by %s at step %d: checkpoint %s; exit %d",
                     signal.Signals(stop_signal).name, step, path, 128 + stop_signal)

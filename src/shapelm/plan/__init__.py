@@ -4,8 +4,11 @@
                              resolved, checked across fields and for where its outputs go
     shapelm.plan.paths       where each experiment's and run's files live (work/, results/, paper_figures/)
     shapelm.plan.decode      the decode benchmark's pairs and baselines, and the tables reading its output
+    shapelm.plan.build       the plan document (work/EXP/plan.json) built from a loaded experiment
+    shapelm.plan.document    its one reader: `read_plan(path) -> Plan`
 
-`paths` and `decode` import the standard library only (an experiment is read through its `runs`
-and `raw` attributes), so `shapelm.results` may read them without importing config, model or
-accounting code. Job shapes, segments and resources are still planned in `shapelm.workflow`.
+`paths`, `decode` and `document` import the standard library only (an experiment is read through
+its `runs` and `raw` attributes), so `shapelm.results` reads them, and builds every table and
+figure from a `Plan`, without importing config, model or accounting code. Job shapes, segments
+and resources are still planned in `shapelm.workflow`.
 """

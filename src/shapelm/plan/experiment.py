@@ -61,7 +61,8 @@ def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides:
 
 def check_runs(exp: Experiment) -> list[str]:
     """Cross-field problems of the resolved runs that no single key shows (each naming the run
-    and key): a model shorter than its training sequences, evaluation tasks no one provides."""
+    and key): a model shorter than its training sequences, evaluation tasks no one provides, a
+    run's eval key that only the top-level eval section sets (`check_run_eval`)."""
     raw, errors = exp.raw, []
     for name, run in exp.runs.items():
         max_len, seq_len = int(run["model"]["max_seq_len"]), int(run["train"]["seq_len"])
@@ -72,6 +73,7 @@ def check_runs(exp: Experiment) -> list[str]:
             errors.append(f"{key}: {max_len} is shorter than runs.{name}'s train.seq_len {seq_len}")
     errors += check_contexts(exp)
     errors += check_decode(exp)
+    errors += check_run_eval(exp)
 
     sections = {"eval": raw.get("eval", {})}
     sections.update({f"runs.{n}.eval": r.get("eval", {}) for n, r in raw["runs"].items()})
@@ -96,7 +98,10 @@ def check_contexts(exp: Experiment) -> list[str]:
     window beyond it is full attention, a chunk that does not divide it leaves a partial last
     update, a CMS period beyond it never updates within a sequence). Perplexity may be scored
     beyond a model's training context on purpose: the protocol scores every model on 4096-token
-    instances, the 113M ones trained on 2048 (PROTOCOLS.md section 6); ppl.py says so in its log."""
+    instances, the 113M ones trained on 2048 (PROTOCOLS.md section 6); ppl.py says so in its log.
+    So eval.ppl_seq_len is not checked against model.max_seq_len either: max_seq_len defaults to
+    train.seq_len and is no hard limit (no position table; RoPE angles are computed for every
+    position the input has), so a longer instance is scored, by extrapolation, as intended."""
     errors = []
     for name, run in exp.runs.items():
         group = group_of(run)
@@ -114,6 +119,28 @@ def check_contexts(exp: Experiment) -> list[str]:
                     errors.append(f"{_arch_key(exp, run, 'cms_chunks')}: {period} is beyond runs.{group}'s "
                                   f"train.seq_len {seq_len} (that CMS level would never update)")
     return list(dict.fromkeys(errors))
+
+
+#: The keys of a run's own `eval:` that its jobs read; the rules take every other eval key (the
+#: held-out perplexity's length, instances and batch, lm-eval's batch and limit, the stand-in
+#: tasks' size) from the top-level `eval:` only.
+RUN_EVAL_KEYS = ("tasks", "standin_tasks", "task_data")
+
+
+def check_run_eval(exp: Experiment) -> list[str]:
+    """A run's `eval:` key that no job would read: refused rather than silently not applied (a
+    run's own eval.ppl_seq_len would leave it scored at the top-level length, and the tables and
+    paired intervals compare runs scored on the same instances at one length)."""
+    errors = []
+    top = exp.raw.get("eval", {})
+    for name, spec in exp.raw["runs"].items():
+        for key, value in (spec.get("eval") or {}).items():
+            if key not in RUN_EVAL_KEYS:
+                now = f" ({top[key]!r} there now)" if key in top else ""
+                errors.append(f"runs.{name}.eval.{key}: {value!r} would not be applied: every run is evaluated "
+                              f"with the top-level eval.{key}{now}; a run's eval takes only "
+                              f"{', '.join(RUN_EVAL_KEYS)}")
+    return errors
 
 
 def check_decode(exp: Experiment) -> list[str]:

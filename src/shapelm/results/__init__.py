@@ -1,10 +1,12 @@
 """Tables and figures beside the papers' printed values.
 
-    build_results(config_or_experiment, results_dir, figures_dir, work_dir) -> list[Path]
-    artifacts(experiment, results_dir=None, figures_dir=None) -> list[dict]
-    write_captions(experiment, report_dir) -> list[Path]
+    build_results(plan, results_dir, figures_dir, work_dir) -> list[Path]
+    artifacts(plan, results_dir=None, figures_dir=None) -> list[dict]
+    write_captions(plan, report_dir) -> list[Path]
 
-`artifacts()` depends only on the experiment config (never on which runs finished), so the
+Each takes the experiment's plan (shapelm.plan.document.Plan: `read_plan("work/EXP/plan.json")`,
+or `shapelm.plan.build.load_plan(config)`); nothing here reads or resolves a config.
+`artifacts()` depends only on the plan (never on which runs finished), so the
 Snakefile can declare every path as an output and as a `report()` entry. Each entry:
 {"path", "kind": "table" | "figure", "name", "format", "caption", "caption_path", "category",
 "report": bool (the one file per artifact meant for `snakemake --report`)}.
@@ -20,19 +22,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shapelm.config import Experiment
-from shapelm.plan.experiment import load_experiment
+from shapelm.plan.document import Plan
 
 log = logging.getLogger(__name__)
 
 CLAIMS_NAME = "derived_claims"
 REPORT_DIR = "workflow/report"
 
-__all__ = ["build_results", "artifacts", "write_captions", "load", "CLAIMS_NAME"]
-
-
-def load(config: str | os.PathLike | Experiment) -> Experiment:
-    return config if isinstance(config, Experiment) else load_experiment(config)
+__all__ = ["build_results", "artifacts", "write_captions", "CLAIMS_NAME"]
 
 
 def _category(name: str) -> str:
@@ -58,19 +55,17 @@ def _table_caption(name: str) -> str:
             f"'pending' marks runs not finished yet. Paper caption: {paper}")
 
 
-def artifacts(exp: Experiment | str | os.PathLike, results_dir: str | os.PathLike | None = None,
+def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
               figures_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """Every file `build_results` writes, in a fixed order, with captions for the report."""
-    from shapelm.plan import paths
     from shapelm.results import analyses
     from shapelm.results.figures import FIGURES
     from shapelm.results.tables import regenerated_tables
 
-    exp = load(exp)
-    rdir = Path(results_dir) if results_dir is not None else Path(paths.results_dir(exp.name))
-    fdir = Path(figures_dir) if figures_dir is not None else Path(paths.figures_dir(exp.name))
+    rdir = Path(results_dir) if results_dir is not None else Path(plan.paths["results"])
+    fdir = Path(figures_dir) if figures_dir is not None else Path(plan.paths["figures"])
     out: list[dict[str, Any]] = []
-    for name in regenerated_tables(exp):
+    for name in regenerated_tables(plan):
         caption = _table_caption(name)
         for ext in ("csv", "md", "tex"):
             out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
@@ -99,12 +94,12 @@ def artifacts(exp: Experiment | str | os.PathLike, results_dir: str | os.PathLik
     return out
 
 
-def write_captions(exp: Experiment | str | os.PathLike, report_dir: str | os.PathLike = REPORT_DIR) -> list[Path]:
+def write_captions(plan: Plan, report_dir: str | os.PathLike = REPORT_DIR) -> list[Path]:
     """One reStructuredText caption per artifact (what `report(path, caption=...)` points at)."""
     from shapelm.results.render import write_atomic
 
     written: dict[str, Path] = {}
-    for a in artifacts(exp):
+    for a in artifacts(plan):
         path = Path(report_dir) / Path(a["caption_path"]).name
         if str(path) in written:
             continue
@@ -113,7 +108,7 @@ def write_captions(exp: Experiment | str | os.PathLike, report_dir: str | os.Pat
     return list(written.values())
 
 
-def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.PathLike,
+def build_results(plan: Plan, results_dir: str | os.PathLike,
                   figures_dir: str | os.PathLike, work_dir: str | os.PathLike,
                   report_dir: str | os.PathLike | None = None,
                   only: set[str] | None = None) -> list[Path]:
@@ -121,7 +116,7 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
     (`only`: just the tables and figures of these names, and the claims).
 
     Whatever per-run results exist are used; missing ones show as "pending". Returns the paths
-    written (without `only`, exactly `artifacts(exp, results_dir, figures_dir)`'s paths).
+    written (without `only`, exactly `artifacts(plan, results_dir, figures_dir)`'s paths).
     """
     from shapelm.results import analyses
     from shapelm.results import claims as C
@@ -130,11 +125,10 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
     from shapelm.results.render import write_table
     from shapelm.results.tables import build_table, regenerated_tables
 
-    exp = load(config)
-    ctx = Context(exp, results_dir, work_dir)
+    ctx = Context(plan, results_dir, work_dir)
     tables_dir = Path(results_dir) / "tables"
     written: list[Path] = []
-    for name in regenerated_tables(exp):
+    for name in regenerated_tables(plan):
         if only is None or name in only:
             written += write_table(build_table(ctx, name), tables_dir)
     written += write_claims(C.derived_claims(ctx), tables_dir)
@@ -148,7 +142,7 @@ def build_results(config: Experiment | str | os.PathLike, results_dir: str | os.
         if only is None or name in only:
             written += analyses.write_figure(ctx, name, Path(figures_dir))
     if report_dir is not None:
-        write_captions(exp, report_dir)
+        write_captions(plan, report_dir)
     log.info("results: wrote %d files under %s and %s", len(written), results_dir, figures_dir)
     return written
 

@@ -175,7 +175,7 @@ def derived_claims(ctx: Context) -> list[Claim]:
     # ---- decode: asymptotes, KV reductions, 64k speedups
     for s, (cname, hname) in sorted(ctx.decode_pairs.items(), key=lambda kv: ctx.acc(kv[1][0])["non_embedding"]):
         conv, hg = ctx.acc(cname), ctx.acc(hname)
-        S = ctx.exp.runs[cname]["scale"]
+        S = ctx.plan.runs[cname]["scale"]
         row = f"decode_{s}"
         shape = (R.row("hourglass_decode_text", row).get("shape") or {}) if _has_row(row) else {}
         asym = conv["n_attn_layers"] / hg["n_attn_layers"]
@@ -199,12 +199,12 @@ def derived_claims(ctx: Context) -> list[Claim]:
     pairs = [(s, c, h) for s, (c, h) in ctx.decode_pairs.items()]
     for s, c, h in sorted(pairs, key=lambda t: ctx.acc(t[1])["non_embedding"]):
         dev = ctx.acc(h)["non_embedding"] / ctx.acc(c)["non_embedding"] - 1
-        add(Claim(f"param_match_{s}", f"{ctx.exp.runs[c]['scale']}: hourglass non-embedding params vs conventional (|dev| <= 0.5%)",
+        add(Claim(f"param_match_{s}", f"{ctx.plan.runs[c]['scale']}: hourglass non-embedding params vs conventional (|dev| <= 0.5%)",
                   "Section 4.1", "0.5%", None, dev, "pct", kind="computed",
                   note="" if abs(dev) <= 0.005 else "outside the 0.5% rule"))
     for s, c, _ in sorted(pairs, key=lambda t: ctx.acc(t[1])["non_embedding"]):
         a = ctx.acc(c)
-        add(Claim(f"tokens_per_param_{s}", f"{ctx.exp.runs[c]['scale']}: trained tokens per non-embedding parameter", "Appendix A.1.1",
+        add(Claim(f"tokens_per_param_{s}", f"{ctx.plan.runs[c]['scale']}: trained tokens per non-embedding parameter", "Appendix A.1.1",
                   "~20", None, a["total_tokens"] / a["non_embedding"], "f1", kind="computed"))
 
     # ---- A.2: reduced-depth 906M saves ~10% FLOPs; Figure 3: ratio ~0.9 saves up to ~3%
@@ -264,7 +264,7 @@ def lws_throughput_claims(ctx: Context) -> list[Claim]:
     (each the median of its logged steps, averaged over seeds), and the smallest such ratio."""
     from shapelm.results.tables import throughput_base, throughput_ratio
 
-    lws = [n for n, r in ctx.exp.runs.items() if r["arch"].get("kind") == "lws" and ctx.exp.is_primary(n)]
+    lws = [n for n, r in ctx.plan.runs.items() if r["arch"].get("kind") == "lws" and ctx.plan.is_primary(n)]
     out, ratios = [], []
     source = "Abstract ('without a substantial decrease in training throughput')"
     for name in lws:
@@ -339,7 +339,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
     out: list[Claim] = []
     # ---- Tapered (seed 002): Table 2, every backbone x scale pair, cosine 1.5/0.5 vs uniform
     pairs = [(n, n.replace("_uniform", "_cosine_1p5_0p5")) for n in ctx.runs_for_table("tapered_table2")
-             if n.endswith("_uniform") and n.replace("_uniform", "_cosine_1p5_0p5") in ctx.exp.runs]
+             if n.endswith("_uniform") and n.replace("_uniform", "_cosine_1p5_0p5") in ctx.plan.runs]
     t2 = "tapered_table2"
     out.append(verdict("tapered_avg_acc_8of8", "Tapered Table 2: tapering raises Avg accuracy in every pair",
                        "Section 3.3 ('8/8')", "8/8",

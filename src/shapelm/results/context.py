@@ -1,4 +1,5 @@
-"""What a table cell can ask for: a run's accounting (from its run config) and its results files."""
+"""What a table cell can ask for: a run's accounting and config (from the plan document,
+shapelm.plan.document) and its results files."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
-from shapelm.config import Experiment, run_model_config, run_recipe
+from shapelm.plan.document import Plan
 from shapelm.results import readers, seeds
 
 # Default context lengths of the decode benchmark (Figure 5) and of the long-context evals.
@@ -18,55 +18,16 @@ LONGCTX_LENGTHS = [4096, 8192, 16384, 32768, 65536]
 MLA_R_KV, MLA_D_ROPE = 256, 32
 
 
-def accounting(run: dict[str, Any]) -> dict[str, Any]:
-    """Every shape/accounting number a table may show for one resolved run config."""
-    cfg = run_model_config(run)
-    recipe = run_recipe(run)
-    p = param_counts(cfg)
-    per_token = flops_per_token(cfg, recipe.seq_len).train
-    attn_layers = [layer.attention for layer in cfg.layers if layer.attention is not None]
-    d_h = cfg.uniform("ffn_d_h")
-    return {
-        "kind": run.get("arch", {}).get("kind"),
-        "d_model": cfg.d_model,
-        "n_layers": cfg.n_layers,
-        "d_attn": cfg.uniform("d_attn") if cfg.has_attention else 0,
-        "k": cfg.uniform("ffn_k"),
-        "d_h": d_h,
-        "ffn_ratio": (d_h / cfg.d_model) if d_h else None,
-        "n_heads": attn_layers[0].n_heads if attn_layers else 0,
-        "n_attn_layers": len(attn_layers),
-        "attn_params": p.attention,
-        "ffn_params": p.ffn,
-        "matrices": p.attention + p.ffn,
-        "non_embedding": p.non_embedding,
-        "total_params": p.total,
-        "vocab_size": cfg.vocab_size,
-        "flops_per_token": per_token,
-        "flops_step": per_token * recipe.batch_tokens,
-        "total_compute": per_token * recipe.total_steps * recipe.batch_tokens,
-        "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
-        "seq_len": recipe.seq_len,
-        "batch_tokens": recipe.batch_tokens,
-        "batch_sequences": recipe.batch_sequences,
-        "total_tokens": recipe.total_tokens,
-        "total_steps": recipe.total_steps,
-        "lr": recipe.lr,
-        "warmup_tokens": recipe.warmup_tokens,
-        "weight_decay": recipe.weight_decay,
-    }
-
-
 class Context:
-    """One experiment plus where its results live; every lookup is cached.
+    """One experiment's plan plus where its results live; every lookup is cached.
 
     A run with `seeds:` is one row: its results (ppl, downstream, long context, throughput) are
     the mean over the seeds that finished. `single` is the same context without that averaging,
     for one seed's own values (their spread: shapelm.results.seeds)."""
 
-    def __init__(self, exp: Experiment, results_dir: str | os.PathLike, work_dir: str | os.PathLike,
+    def __init__(self, plan: Plan, results_dir: str | os.PathLike, work_dir: str | os.PathLike,
                  aggregate: bool = True):
-        self.exp = exp
+        self.plan = plan
         self.results_dir = Path(results_dir)
         self.work_dir = Path(work_dir)
         self.aggregate = aggregate
@@ -76,13 +37,13 @@ class Context:
     def single(self) -> "Context":
         if not self.aggregate:
             return self
-        one = Context(self.exp, self.results_dir, self.work_dir, aggregate=False)
+        one = Context(self.plan, self.results_dir, self.work_dir, aggregate=False)
         one.aggregated = self
         return one
 
     def instances(self, name: str | None) -> list[str]:
         """The seed instances behind a row (`seeds:`); [name] for a run without seeds."""
-        return self.exp.instances(name) if self.has_run(name) else ([name] if name else [])
+        return self.plan.instances(name) if self.has_run(name) else ([name] if name else [])
 
     def _over_seeds(self, run: str | None, read, combine):
         """`read(instance)` of one run, or `combine` of its finished seeds' values."""
@@ -96,52 +57,30 @@ class Context:
 
     # ---- configuration
     def has_run(self, name: str | None) -> bool:
-        return bool(name) and name in self.exp.runs
+        return bool(name) and name in self.plan.runs
 
-    @functools.lru_cache(maxsize=None)
     def acc(self, name: str | None) -> dict[str, Any] | None:
         if not self.has_run(name):
             return None
-        return accounting(self.exp.runs[name])
+        return self.plan.accounting[name]
 
     def scale_recipe(self, scale: str) -> dict[str, Any] | None:
         """A scale's merged training recipe and heads (Table 4 / Tapered recipe rows)."""
-        scales = self.exp.raw.get("scales", {})
-        if scale not in scales:
-            return None
-        from shapelm.config import TrainRecipe, merge
-
-        train = merge(self.exp.raw.get("train_defaults", {}), scales[scale].get("train", {}))
-        try:
-            recipe = TrainRecipe.from_dict(train)
-        except Exception:  # an incomplete scale recipe: its rows stay pending
-            return None
-        out = {"lr": recipe.lr, "batch_tokens": recipe.batch_tokens, "batch_sequences": recipe.batch_sequences,
-               "total_tokens": recipe.total_tokens, "warmup_tokens": recipe.warmup_tokens,
-               "seq_len": recipe.seq_len, "weight_decay": recipe.weight_decay,
-               "n_heads": scales[scale].get("n_heads")}
-        runs = [r for r in self.exp.runs.values() if r["scale"] == scale]
-        out["vocab_size"] = runs[0]["model"]["vocab_size"] if runs else None
-        return out
+        return self.plan.scale_recipes.get(scale)
 
     def runs_for_table(self, table: str) -> list[str]:
         """The runs listing `table`; a run's later seeds are not rows of their own."""
-        return [name for name, run in self.exp.runs.items()
-                if table in run["tables"] and self.exp.is_primary(name)]
+        return self.plan.runs_for_table(table)
 
-    @functools.cached_property
+    @property
     def decode_pairs(self) -> dict[str, tuple[str, str]]:
         """Scale (lower case) -> (conventional run, hourglass run) of the runs marked `decode: true`."""
-        from shapelm.plan.decode import decode_pairs
+        return self.plan.decode_pairs
 
-        return decode_pairs(self.exp)
-
-    @functools.cached_property
+    @property
     def decode_baselines(self) -> dict[str, str]:
         """run -> the run its `decode:` names (shapelm.plan.decode.decode_baselines)."""
-        from shapelm.plan.decode import decode_baselines
-
-        return decode_baselines(self.exp)
+        return self.plan.decode_baselines
 
     # ---- results
     def run_file(self, run: str, name: str) -> Path:
@@ -195,13 +134,7 @@ class Context:
         flops = self.acc(run)["flops_per_token"] * per_device
         mfu = found["mfu"]
         if mfu is None and device == "cuda":
-            from shapelm.accounting import peak_flops_for
-
-            res = {**self.exp.raw.get("resources", {}),
-                   **self.exp.raw["scales"][self.exp.runs[run]["scale"]].get("resources", {})}
-            names = hw.get("devices") or [""]
-            peak = peak_flops_for(names[0]) or (float(res["gpu_peak_tflops"]) * 1e12
-                                                if "gpu_peak_tflops" in res else None)
+            peak = self.plan.peak_flops(run, (hw.get("devices") or [""])[0])
             mfu = flops / peak if peak else None
         return {"tokens_per_s": found["tokens_per_s"], "tokens_per_s_device": per_device,
                 "model_flops_device": flops, "mfu": mfu, "device_type": device, "world_size": world}
@@ -230,7 +163,7 @@ class Context:
         records = readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl")
         if not records or not self.has_run(run):
             return None
-        xs, ys = readers.loss_curve(records, self.exp.runs[run]["train"]["batch_tokens"])
+        xs, ys = readers.loss_curve(records, self.plan.runs[run]["train"]["batch_tokens"])
         return (xs, ys) if xs else None
 
     # ---- evaluations during training (train.eval_every; "val" records of metrics.jsonl)
@@ -247,17 +180,17 @@ class Context:
         """The evaluation after the run's last update (None until the run has finished with
         train.eval_every set)."""
         recs = self.val_records(run)
-        if not recs or readers._num(recs[-1].get("step")) != run_recipe(self.exp.runs[run]).total_steps:
+        if not recs or readers._num(recs[-1].get("step")) != self.acc(run)["total_steps"]:
             return None
         return recs[-1]
 
     def val_curve(self, run: str, which: str = readers.HELDOUT_SPLIT, key: str = "ppl"):
         xs, ys = readers.val_curve(self.metrics_records(run) or [], which, key,
-                                   self.exp.runs[run]["train"]["batch_tokens"])
+                                   self.plan.runs[run]["train"]["batch_tokens"])
         return (xs, ys) if xs else None
 
     def ce_curve(self, run: str):
-        xs, ys = readers.ce_curve(self.metrics_records(run) or [], self.exp.runs[run]["train"]["batch_tokens"])
+        xs, ys = readers.ce_curve(self.metrics_records(run) or [], self.plan.runs[run]["train"]["batch_tokens"])
         return (xs, ys) if xs else None
 
 def _mean_throughput(found: list[dict[str, Any]]) -> dict[str, Any]:

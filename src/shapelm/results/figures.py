@@ -17,8 +17,9 @@ from shapelm import reference as R  # noqa: E402
 from shapelm import files  # noqa: E402
 from shapelm.results import claims as C  # noqa: E402
 from shapelm.results import fmt as F  # noqa: E402
+from shapelm.results import intervals as I  # noqa: E402
 from shapelm.results.context import Context  # noqa: E402
-from shapelm.results.tables import longctx_lengths  # noqa: E402
+from shapelm.results.tables import RowRef, longctx_lengths, task_stderr  # noqa: E402
 
 ARCH_COLOR = {"conv": "#444444", "hg": "#1f77b4"}
 SCALE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
@@ -32,7 +33,7 @@ def _pending(ax, text: str, y: float = 0.5) -> None:
 
 def _no_runs(ax, ctx: Context, what: str) -> None:
     """A panel this experiment configures no run for: say so, draw no axes that would mean data."""
-    _pending(ax, f"no runs configured for {what}\nin experiment '{ctx.exp.name}'")
+    _pending(ax, f"no runs configured for {what}\nin experiment '{ctx.plan.name}'")
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -45,7 +46,7 @@ def _scaled_note(ctx: Context, table: str, runs: list[str]) -> str:
 
 
 def _scales(ctx: Context, runs: list[str]) -> str:
-    return ", ".join(dict.fromkeys(str(ctx.exp.runs[r].get("scale", "?")) for r in runs if r in ctx.exp.runs))
+    return ", ".join(dict.fromkeys(str(ctx.plan.runs[r].get("scale", "?")) for r in runs if r in ctx.plan.runs))
 
 
 def _save(fig, figures_dir: Path, name: str) -> list[Path]:
@@ -61,7 +62,7 @@ def _save(fig, figures_dir: Path, name: str) -> list[Path]:
 
 
 def _label(ctx: Context, run: str) -> str:
-    return ctx.exp.runs[run].get("label", run) if run in ctx.exp.runs else run
+    return ctx.plan.runs[run].get("label", run) if run in ctx.plan.runs else run
 
 
 # --------------------------------------------------------------------------- seed 000
@@ -190,6 +191,7 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
     names = {"conv": "conventional", "hg": "hourglass"}
     our_runs = [r for a in ours for r in ours[a][2]]
     scaled = _scaled_note(ctx, table, our_runs)
+    banded = False  # a bootstrap band drawn for one of our fits
     for i, arch in enumerate(("conv", "hg")):
         col = ARCH_COLOR[arch]
         ax.scatter(paper[arch][0], paper[arch][1], facecolors="none", edgecolors=col, s=55, zorder=3,
@@ -207,8 +209,15 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
             if fit:
                 oc = [math.log10(c) for c in ours[arch][0]]
                 ogrid = [min(oc) - 0.1 + (max(oc) - min(oc) + 0.2) * k / 20 for k in range(21)]
+                band = I.log_compute_fit_band(ours[arch][0], ours[arch][1],
+                                              [avg_acc_stderr(ctx, r) for r in ours[arch][2]], ogrid)
+                slope = ""
+                if band:
+                    banded = True
+                    ax2.fill_between([10 ** g for g in ogrid], band.lo, band.hi, color=col, alpha=0.15, lw=0)
+                    slope = f", b={band.slope.estimate:+.3f} [{band.slope.lo:+.3f}, {band.slope.hi:+.3f}]/decade"
                 ax2.plot([10 ** g for g in ogrid], [fit.a + fit.b * g for g in ogrid], color=col, lw=1.4,
-                         label=f"ours fit {names[arch]}: R²={fit.r2:.3f}")
+                         label=f"ours fit {names[arch]}: R²={fit.r2:.3f}{slope}")
     saving = pfits[2]
     ax.text(0.01, 0.97, f"8.7% less compute at matched accuracy (printed);\nrecomputed from the printed points: "
             f"{saving:.1%}", transform=ax.transAxes, va="top", fontsize=7)
@@ -226,10 +235,13 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
         ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax2.set_ylim(0, 1)
         ax2.set_ylabel(f"Avg Acc over {', '.join(tasks) or 'our tasks'}", fontsize=8)
-        ax2.legend(fontsize=7, loc="upper left")
+        ax2.legend(fontsize=7, loc="lower right")  # the points sit high on the 0-1 axis
         if ofits[2] is not None:
             ax2.text(0.98, 0.97, f"ours: {ofits[2]:.1%} less compute at matched accuracy",
                      transform=ax2.transAxes, ha="right", va="top", fontsize=7)
+        if banded:
+            ax2.text(0.98, 0.91, "shaded, [ ]: 95% bootstrap of the points' evaluation noise (lm-eval stderr)",
+                     transform=ax2.transAxes, ha="right", va="top", fontsize=6)
     else:
         _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
                  else "ours: no runs configured")
@@ -240,6 +252,17 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
     fig.suptitle("Hourglass Figure 4: accuracy vs training compute", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def avg_acc_stderr(ctx: Context, run: str) -> float | None:
+    """Standard error of a run's Avg Acc, the mean over its accuracy tasks: the tasks' lm-eval
+    standard errors combined as independent, sqrt(sum se^2) / T (a run with seeds: its first
+    seed's, an upper bound for the evaluation noise of the seeds' mean). None where one is missing."""
+    row = RowRef(run, run, run, False)
+    ses = [task_stderr(t)(ctx, row) for t in ctx.downstream_json(run).get("acc_tasks") or ()]
+    if not ses or any(s is None for s in ses):
+        return None
+    return math.sqrt(sum(s * s for s in ses)) / len(ses)
 
 
 def fig5_decode_latency(ctx: Context) -> plt.Figure:
@@ -254,7 +277,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
         return fig
     for i, (scale, (conv, hg)) in enumerate(pairs):
         col = SCALE_COLORS[i % len(SCALE_COLORS)]
-        name = ctx.exp.runs[conv]["scale"]
+        name = ctx.plan.runs[conv]["scale"]
         xs, ys = [], []
         for L in lengths:
             s = ctx.speedup(scale, "mha", L)
@@ -573,7 +596,7 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
     if not results:
         for a in axes[:2]:
             _pending(a, "pending: no novelty.json yet" if runs else
-                     f"no runs configured\nin experiment '{ctx.exp.name}'")
+                     f"no runs configured\nin experiment '{ctx.plan.name}'")
     n_tok = sorted({d.get("n_tokens") for _, d, _ in results})
     fig.suptitle("Tapered Figure 4: layer-wise novelty" + (f" ({', '.join(map(str, n_tok))} tokens)" if n_tok else "")
                  + "; paper: GPT-2 family, 2,048 WikiText-2 tokens; ρ as defined in docs/RESULTS.md", fontsize=9)
@@ -582,36 +605,31 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
 
 
 def _arch_of(ctx: Context, run: str) -> dict:
-    return ctx.exp.runs[run].get("arch", {})
+    return ctx.plan.runs[run].get("arch", {})
 
 
 def tapered_fig3_schedules(ctx: Context) -> plt.Figure:
     """The three decay schedules (linear, cosine, sigmoid) as d_ff(l)/d_ff across depth, at the
     shape of the first tapered run listing the figure; every listed run's built widths on top."""
-    from shapelm.config import run_model_config
-    from shapelm.model.schedules import tapered_raw, tapered_widths
-
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.set_title("Tapered Figure 3: MLP width schedules across depth", fontsize=10)
     runs = ctx.runs_for_table("tapered_fig3_schedules")
-    ref = next((r for r in runs if _arch_of(ctx, r).get("kind") == "tapered"), None)
+    ref = next((r for r in runs if r in ctx.plan.tapered_schedules), None)
     if ref is None:
         _no_runs(ax, ctx, "Tapered Figure 3 (a tapered run)")
         return fig
-    a = _arch_of(ctx, ref)
-    d_ff, n_layers, start, end = int(a["d_ff"]), int(a["n_layers"]), float(a["start"]), float(a["end"])
-    multiple, k = int(a.get("multiple", 16)), float(a.get("sigmoid_k", 10))
+    shape = ctx.plan.tapered_schedules[ref]
+    d_ff, n_layers, start, end = shape["d_ff"], shape["n_layers"], shape["start"], shape["end"]
+    multiple, k = shape["multiple"], shape["sigmoid_k"]
     xs = list(range(n_layers))
     colors = {"linear": "#1f77b4", "cosine": "#d62728", "sigmoid": "#2ca02c"}
-    for s in SCHEDULES:
-        raw = tapered_raw(start * d_ff, end * d_ff, n_layers, s, k)
-        ax.plot(xs, [v / d_ff for v in raw], color=colors[s], lw=1.0, ls=":")
-        widths = tapered_widths(d_ff, n_layers, s, start, end, multiple, k)
-        ax.step(xs, [w / d_ff for w in widths], where="mid", color=colors[s], lw=1.4,
+    for s in shape["widths"]:  # the schedules the plan drew at this shape (plan.build.TAPERED_SCHEDULES)
+        ax.plot(xs, [v / d_ff for v in shape["raw"][s]], color=colors[s], lw=1.0, ls=":")
+        ax.step(xs, [w / d_ff for w in shape["widths"][s]], where="mid", color=colors[s], lw=1.4,
                 label=f"{s} (built, multiples of {multiple}; dotted: unrounded)")
     ax.axhline(1.0, color="black", lw=0.9, ls="--", label="uniform d_ff")
     for i, run in enumerate(runs):
-        widths = [sum(layer.ffn_widths) for layer in run_model_config(ctx.exp.runs[run]).layers]
+        widths = ctx.plan.layers[run]["ffn_width"]
         ax.scatter(range(len(widths)), [w / d_ff for w in widths], s=12, zorder=3, color="black",
                    marker="ox+^v"[i % 5], label=f"{_label(ctx, run)} (config)")
     ax.set_xlabel("layer index l")
@@ -626,8 +644,6 @@ def tapered_fig3_schedules(ctx: Context) -> plt.Figure:
 
 def lws_fig3_profiles(ctx: Context) -> plt.Figure:
     """Per-layer FFN width and query-head count of the layer-wise scaling variants, as built."""
-    from shapelm.config import run_model_config
-
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     runs = ctx.runs_for_table("lws_fig3_profiles")
     if not runs:
@@ -636,17 +652,15 @@ def lws_fig3_profiles(ctx: Context) -> plt.Figure:
         return fig
     depths = set()
     for i, run in enumerate(runs):
-        cfg = run_model_config(ctx.exp.runs[run])
-        depths.add(cfg.n_layers)
+        layers, d_model = ctx.plan.layers[run], ctx.acc(run)["d_model"]
+        n_layers = len(layers["ffn_width"])
+        depths.add(n_layers)
         col = SCALE_COLORS[i % len(SCALE_COLORS)]
-        xs = list(range(cfg.n_layers))
-        label = f"{_label(ctx, run)} (L={cfg.n_layers})"
-        axes[0].plot(xs, [sum(layer.ffn_widths) / cfg.d_model for layer in cfg.layers], "o-", ms=3, color=col,
-                     label=label)
-        axes[1].plot(xs, [layer.attention.n_heads if layer.attention else 0 for layer in cfg.layers], "o-", ms=3,
-                     color=col, label=label)
-        axes[1].plot(xs, [layer.attention.n_kv_heads if layer.attention else 0 for layer in cfg.layers], ":",
-                     color=col, lw=0.9)
+        xs = list(range(n_layers))
+        label = f"{_label(ctx, run)} (L={n_layers})"
+        axes[0].plot(xs, [w / d_model for w in layers["ffn_width"]], "o-", ms=3, color=col, label=label)
+        axes[1].plot(xs, layers["n_heads"], "o-", ms=3, color=col, label=label)
+        axes[1].plot(xs, layers["n_kv_heads"], ":", color=col, lw=0.9)
     axes[0].set_ylabel("FFN width / d_model  (β_i after rounding)")
     axes[1].set_ylabel("query heads (solid), KV heads (dotted)")
     for ax, title in zip(axes, ("FFN width per layer", "attention heads per layer")):
@@ -671,7 +685,7 @@ VAL_PENDING = "pending: no evaluations in metrics.jsonl yet (train.eval_every)"
 
 
 def _lws_style(ctx: Context, run: str) -> dict:
-    arch = ctx.exp.runs[run].get("arch", {})
+    arch = ctx.plan.runs[run].get("arch", {})
     return dict(color=LWS_COLORS.get(arch.get("variant"), "#7f7f7f"),
                 ls="-" if ctx.acc(run)["n_layers"] >= 18 else "--")
 

@@ -58,18 +58,32 @@ def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
     return float(np.percentile(draws, 50 * (1 - level))), float(np.percentile(draws, 50 * (1 + level)))
 
 
-def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
-                         n_boot: int = N_BOOT, seed: int = 0,
-                         level: float = LEVEL) -> tuple[Interval, Interval]:
-    """Difference arm - base of the mean over sets of each set's token-weighted loss, and of the
-    mean over sets of each set's PPL (exp of its loss), with percentile intervals.
+@dataclass
+class SetAggregates:
+    """Each arm's aggregate at the full data and at every paired bootstrap draw: over held-out
+    sets, "loss" and "ppl" (the mean over sets of each set's token-weighted loss, of each set's
+    PPL); over downstream tasks, "avg" (the mean over tasks of each task's mean item metric)."""
+    point: dict[str, tuple[float, float]]  # aggregate -> (arm, base)
+    draws: dict[str, tuple[np.ndarray, np.ndarray]]  # aggregate -> (arm draws, base draws)
+    units: int
 
-    arm, base: per held-out set (same order), (unit losses, unit token counts); the units of one
+    def difference(self, measure: str, level: float = LEVEL) -> Interval:
+        (a, b), (da, db) = self.point[measure], self.draws[measure]
+        return Interval(a - b, *_percentiles(da - db, level), self.units)
+
+    def relative(self, measure: str, level: float = LEVEL) -> Interval:
+        """arm / base - 1, the papers' "relative change" columns."""
+        (a, b), (da, db) = self.point[measure], self.draws[measure]
+        return Interval(a / b - 1.0, *_percentiles(da / db - 1.0, level), self.units)
+
+
+def paired_set_aggregates(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
+                          n_boot: int = N_BOOT, seed: int = 0) -> SetAggregates:
+    """arm, base: per held-out set (same order), (unit losses, unit token counts); the units of one
     set are the same token windows in both arms, so one index draw resamples both."""
     rng = np.random.default_rng(seed)
-    d_loss = np.zeros(n_boot)
-    d_ppl = np.zeros(n_boot)
-    est_loss = est_ppl = 0.0
+    sums = {key: np.zeros(n_boot) for key in ("loss_a", "loss_b", "ppl_a", "ppl_b")}
+    point = dict.fromkeys(sums, 0.0)
     units = 0
     for (la, ta), (lb, tb) in zip(arm, base):
         if len(la) != len(lb) or not np.array_equal(ta, tb):
@@ -79,14 +93,25 @@ def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tu
         w = ta[idx]
         ma = (la[idx] * w).sum(1) / w.sum(1)
         mb = (lb[idx] * w).sum(1) / w.sum(1)
-        d_loss += ma - mb
-        d_ppl += np.exp(ma) - np.exp(mb)
         fa, fb = float((la * ta).sum() / ta.sum()), float((lb * tb).sum() / tb.sum())
-        est_loss += fa - fb
-        est_ppl += math.exp(fa) - math.exp(fb)
+        for key, draw, full in (("loss_a", ma, fa), ("loss_b", mb, fb)):
+            sums[key] += draw
+            point[key] += full
+            sums[key.replace("loss", "ppl")] += np.exp(draw)
+            point[key.replace("loss", "ppl")] += math.exp(full)
     k = len(arm)
-    return (Interval(est_loss / k, *_percentiles(d_loss / k, level), units),
-            Interval(est_ppl / k, *_percentiles(d_ppl / k, level), units))
+    return SetAggregates({m: (point[f"{m}_a"] / k, point[f"{m}_b"] / k) for m in ("loss", "ppl")},
+                         {m: (sums[f"{m}_a"] / k, sums[f"{m}_b"] / k) for m in ("loss", "ppl")}, units)
+
+
+def paired_set_bootstrap(arm: list[tuple[np.ndarray, np.ndarray]], base: list[tuple[np.ndarray, np.ndarray]],
+                         n_boot: int = N_BOOT, seed: int = 0,
+                         level: float = LEVEL) -> tuple[Interval, Interval]:
+    """Difference arm - base of the mean over sets of each set's token-weighted loss, and of the
+    mean over sets of each set's PPL (exp of its loss), with percentile intervals
+    (arm, base as in `paired_set_aggregates`)."""
+    agg = paired_set_aggregates(arm, base, n_boot, seed)
+    return agg.difference("loss", level), agg.difference("ppl", level)
 
 
 def paired_mean_bootstrap(arm: np.ndarray, base: np.ndarray, n_boot: int = N_BOOT, seed: int = 0,
@@ -98,18 +123,46 @@ def paired_mean_bootstrap(arm: np.ndarray, base: np.ndarray, n_boot: int = N_BOO
     return Interval(float(d.mean()), *_percentiles(draws, level), len(d))
 
 
+@dataclass
+class LineBand:
+    """A bootstrap band of Acc = a + b log10(C) (Hourglass Figure 4's fit)."""
+    slope: Interval  # b: accuracy per decade of compute
+    grid: np.ndarray  # log10 C at which the band is given
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def log_compute_fit_band(compute, acc, stderr, grid, n_boot: int = N_BOOT, seed: int = 0,
+                         level: float = LEVEL) -> LineBand | None:
+    """The line refitted to `n_boot` draws of the points, each point's accuracy drawn from a normal
+    at its value with its standard error (the evaluation items' noise, lm-eval's stderr): the
+    percentile band of the line at `grid` (log10 C) and the interval of its slope. None for fewer
+    than two distinct computes or a point without a standard error (no band is invented)."""
+    if len(compute) < 2 or any(s is None or not math.isfinite(s) for s in stderr):
+        return None
+    x, y, se = np.log10(np.asarray(compute, float)), np.asarray(acc, float), np.asarray(stderr, float)
+    if np.ptp(x) == 0:
+        return None
+    ys = y + np.random.default_rng(seed).standard_normal((n_boot, len(y))) * se
+    b, a = np.polyfit(x, ys.T, 1)  # one line per draw
+    lines = a[:, None] + b[:, None] * np.asarray(grid, float)[None, :]
+    lo, hi = np.percentile(lines, [50 * (1 - level), 50 * (1 + level)], axis=0)
+    return LineBand(Interval(float(np.polyfit(x, y, 1)[0]), *_percentiles(b, level), len(y)),
+                    np.asarray(grid, float), lo, hi)
+
+
 # ----------------------------------------------------------------------------- the pairs
 
 
 def comparison_base(ctx, run: str) -> str | None:
     """The run a paper compares `run` against, or None (the base itself, or no counterpart)."""
-    exp = ctx.exp
+    plan = ctx.plan
     if run.startswith("lws_"):
         m = re.fullmatch(r"lws_(\w+?)_(\d+l)", run)
         if m and m.group(1) != "baseline" and ctx.has_run(f"lws_baseline_{m.group(2)}"):
             return f"lws_baseline_{m.group(2)}"
         return None
-    kind = (exp.runs[run].get("arch") or {}).get("kind")
+    kind = (plan.runs[run].get("arch") or {}).get("kind")
     if run.startswith("tp"):
         m = re.fullmatch(r"(tp\w+?m(?:_(?:ga|titans|hope))?)_(\w+)", run)
         if m and m.group(2) != "uniform" and ctx.has_run(f"{m.group(1)}_uniform"):
@@ -118,14 +171,14 @@ def comparison_base(ctx, run: str) -> str | None:
     if run.startswith("hg") and kind == "hourglass":
         prefix = run.split("_", 1)[0]
         for cand in (run.replace("_hg", "_conv", 1), re.sub(r"_hg(_k\d+)?$", "_conv", run), f"{prefix}_conv"):
-            if cand != run and ctx.has_run(cand) and (exp.runs[cand].get("arch") or {}).get("kind") == "conventional":
+            if cand != run and ctx.has_run(cand) and (plan.runs[cand].get("arch") or {}).get("kind") == "conventional":
                 return cand
     return None
 
 
 def pairs(ctx) -> list[tuple[str, str]]:
     """(arm, base) for every primary run with a comparison base, in config order."""
-    return [(r, b) for r in ctx.exp.runs if ctx.exp.is_primary(r) and (b := comparison_base(ctx, r))]
+    return [(r, b) for r in ctx.plan.runs if ctx.plan.is_primary(r) and (b := comparison_base(ctx, r))]
 
 
 def family(run: str) -> str:
@@ -187,20 +240,80 @@ def _units(ctx, run: str) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
     return out
 
 
-def _items(ctx, run: str) -> dict[tuple[str, Any], float]:
-    """(lm-eval task, doc_id) -> accuracy (0/1) from the run's per-item samples (first seed)."""
+def _items(ctx, run: str, fields: dict[str, str] | None = None,
+           instance: str | None = None) -> dict[tuple[str, Any], float]:
+    """(lm-eval task, doc_id) -> the item's metric from a run's per-item samples (its first seed,
+    or `instance`): `fields` maps each lm-eval task to the field read (None: "acc" of every task)."""
     out: dict[tuple[str, Any], float] = {}
-    folder = ctx.results_dir / "runs" / ctx.instances(run)[0] / "downstream_lm_eval"
+    folder = ctx.results_dir / "runs" / (instance or ctx.instances(run)[0]) / "downstream_lm_eval"
     for path in sorted(Path(folder).glob("samples_*.jsonl")) if folder.is_dir() else []:
         task = path.stem.removeprefix("samples_")
+        field = "acc" if fields is None else fields.get(task)
+        if field is None:
+            continue
         for line in path.read_text().splitlines():
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and isinstance(rec.get("acc"), (int, float)):
-                out[(task, rec.get("doc_id"))] = float(rec["acc"])
+            if isinstance(rec, dict) and isinstance(rec.get(field), (int, float)):
+                out[(task, rec.get("doc_id"))] = float(rec[field])
     return out
+
+
+DOWNSTREAM_AVERAGES = {"avg_acc": "acc_tasks", "avg_ppl": "ce_tasks"}  # Downstream field -> its tasks
+
+
+def _task_items(ctx, run: str, average: str) -> dict[str, dict[Any, float]] | None:
+    """lm-eval task -> doc_id -> the item's primary metric, averaged over the run's seeds, for the
+    tasks downstream.json averages into `average` ("avg_acc" or "avg_ppl"); None where one has no
+    samples. The tasks' mean of the item means must give downstream's own average (else None:
+    the samples are not what that number was computed from)."""
+    head = ctx.downstream_json(run)
+    details = head.get("details") if isinstance(head.get("details"), dict) else {}
+    fields = {}
+    for task in head.get(DOWNSTREAM_AVERAGES[average]) or ():
+        d = details.get(task)
+        if not isinstance(d, dict) or not d.get("lm_eval_task") or not d.get("primary"):
+            return None
+        fields[d["lm_eval_task"]] = d["primary"]
+    per_seed = [_items(ctx, run, fields, inst) for inst in ctx.instances(run)]
+    per_seed = [items for items in per_seed if items]
+    if not fields or not per_seed:
+        return None
+    out: dict[str, dict[Any, float]] = {}
+    for key in set.intersection(*(set(items) for items in per_seed)):
+        out.setdefault(key[0], {})[key[1]] = float(np.mean([items[key] for items in per_seed]))
+    summary = getattr(ctx.downstream(run), average, None)
+    if set(out) != set(fields) or summary is None:
+        return None
+    if not math.isclose(float(np.mean([np.mean(list(v.values())) for v in out.values()])), summary,
+                        rel_tol=1e-6, abs_tol=1e-9):
+        return None
+    return out
+
+
+def task_mean_aggregates(ctx, arm: str, base: str, average: str, n_boot: int = N_BOOT,
+                         seed: int = 0) -> SetAggregates | None:
+    """Paired bootstrap of downstream's `average` (the mean over tasks of each task's mean item
+    metric) of two runs: items paired by task and doc_id, resampled jointly within each task.
+    None where either run's samples are missing or do not reproduce its average."""
+    ia, ib = _task_items(ctx, arm, average), _task_items(ctx, base, average)
+    if ia is None or ib is None or set(ia) != set(ib):
+        return None
+    rng = np.random.default_rng(seed)
+    draws, point, units = np.zeros((2, n_boot)), np.zeros(2), 0
+    for task in sorted(ia):
+        docs = sorted(set(ia[task]) & set(ib[task]), key=str)
+        if not docs:
+            return None
+        units += len(docs)
+        vals = np.array([[ia[task][d] for d in docs], [ib[task][d] for d in docs]])
+        idx = rng.integers(0, len(docs), (n_boot, len(docs)))
+        draws += vals[:, idx].mean(-1)
+        point += vals.mean(-1)
+    k = len(ia)
+    return SetAggregates({"avg": (point[0] / k, point[1] / k)}, {"avg": (draws[0] / k, draws[1] / k)}, units)
 
 
 def _seed_spread(ctx, run: str) -> tuple[float | None, int]:
@@ -229,27 +342,35 @@ def _paper(run: str) -> str:
     return "Hourglass" if run.startswith("hg") else "Tapered" if run.startswith("tp") else "LWS"
 
 
+NO_UNITS = "no per-unit losses in ppl.json (rerun eval_ppl)"
+NO_ITEMS = "no per-item lm-eval samples that give downstream.json's average"
+
+
+def pair_aggregates(ctx, arm: str, base: str, seed: int = 0) -> tuple[SetAggregates | None, str]:
+    """The paired bootstrap of two runs' held-out aggregates (each run's per-unit losses averaged
+    over its finished seeds), or None and why not: "pending", NO_UNITS, different sets."""
+    ua, ub = _units(ctx, arm), _units(ctx, base)
+    if ua is None or ub is None:
+        return None, NO_UNITS if ctx.ppl(arm) is not None and ctx.ppl(base) is not None else "pending"
+    if [n for n, *_ in ua] != [n for n, *_ in ub]:
+        return None, "different held-out sets"
+    try:
+        return paired_set_aggregates([(a, t) for _, a, t in ua], [(b, t) for _, b, t in ub], seed=seed), "measured"
+    except ValueError as err:
+        return None, str(err)
+
+
 def pair_row(ctx, arm: str, base: str, seed: int = 0) -> dict[str, Any]:
     sign, source = claimed_sign(arm, base)
     row: dict[str, Any] = {"arm": arm, "base": base, "paper": _paper(arm), "claimed_sign": "-" if sign < 0 else "+",
                            "claim_source": source}
-    ua, ub = _units(ctx, arm), _units(ctx, base)
-    if ua is None or ub is None:
-        have = ctx.ppl(arm) is not None and ctx.ppl(base) is not None
-        row["status"] = "no per-unit losses in ppl.json (rerun eval_ppl)" if have else "pending"
-        if have:
-            row["d_loss"] = ctx.ppl(arm).val_loss - ctx.ppl(base).val_loss
-    elif [n for n, *_ in ua] != [n for n, *_ in ub]:
-        row["status"] = "different held-out sets"
-    else:
-        try:
-            loss, ppl = paired_set_bootstrap([(a, t) for _, a, t in ua], [(b, t) for _, b, t in ub], seed=seed)
-        except ValueError as err:
-            row["status"] = str(err)
-        else:
-            row.update(units=loss.n, d_loss=loss.estimate, d_loss_lo=loss.lo, d_loss_hi=loss.hi,
-                       d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, holds_95=loss.holds(sign),
-                       status="measured")
+    agg, row["status"] = pair_aggregates(ctx, arm, base, seed)
+    if agg is not None:
+        loss, ppl = agg.difference("loss"), agg.difference("ppl")
+        row.update(units=loss.n, d_loss=loss.estimate, d_loss_lo=loss.lo, d_loss_hi=loss.hi,
+                   d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, holds_95=loss.holds(sign))
+    elif row["status"] == NO_UNITS:
+        row["d_loss"] = ctx.ppl(arm).val_loss - ctx.ppl(base).val_loss
     ia, ib = _items(ctx, arm), _items(ctx, base)
     common = sorted(set(ia) & set(ib), key=str)
     if common:

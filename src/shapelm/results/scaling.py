@@ -259,8 +259,8 @@ def family_points(ctx) -> dict[str, list[dict[str, float | str]]]:
     from shapelm.results.intervals import family
 
     planned: dict[str, list[str]] = {}
-    for run in ctx.exp.runs:
-        if ctx.exp.is_primary(run):
+    for run in ctx.plan.runs:
+        if ctx.plan.is_primary(run):
             planned.setdefault(family(run), []).append(run)
     out: dict[str, list[dict[str, float | str]]] = {}
     for fam, runs in planned.items():
@@ -325,7 +325,7 @@ def scaling_table(ctx) -> PlainTable:
                 row["status"] = f"not fitted: {err}"
         rows.append(row)
     # crossings of the families a paper compares (arm family vs base family)
-    compared = sorted({(family(a), family(b)) for a in ctx.exp.runs if ctx.exp.is_primary(a)
+    compared = sorted({(family(a), family(b)) for a in ctx.plan.runs if ctx.plan.is_primary(a)
                        and (b := comparison_base(ctx, a))})
     for fa, fb in compared:
         f, g = fits.get(fa), fits.get(fb)

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from shapelm import reference as R
+from shapelm.plan.document import Plan
 from shapelm.reference import PrintedNumber
 from shapelm.results import fmt as F
+from shapelm.results import intervals as I
 from shapelm.results import readers
 from shapelm.results.context import LONGCTX_LENGTHS, MLA_D_ROPE, MLA_R_KV, Context
 from shapelm.results.seeds import Spread, spread
@@ -218,7 +220,7 @@ def rel_latency(length: int, mixer: str = "mha") -> Getter:
     def get(ctx: Context, row: RowRef) -> float | None:
         if not row.run:
             return None
-        scale = ctx.exp.runs[row.run]["scale"].lower()
+        scale = ctx.plan.runs[row.run]["scale"].lower()
         pair = ctx.decode_pairs.get(scale)
         if not pair or row.run not in pair:
             return None
@@ -275,6 +277,79 @@ def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | N
     return Col(name, header, src.kind, get, "pct" if mode == "rel" else "f3")
 
 
+BaseOf = Callable[[Context, RowRef], "str | None"]
+
+INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of the pair's change "
+                 f"({I.N_BOOT} resamples), both runs scored on the same units and resampled jointly "
+                 "(shapelm.results.intervals): held-out PPL and loss over the evaluation instances within each "
+                 "set; downstream averages over lm-eval's items (per-item samples) within each task. A run with "
+                 "seeds enters with each unit averaged over its finished seeds. They cover evaluation-sample "
+                 "noise, not training noise (the seed std); empty where the per-unit records are missing.")
+
+# The held-out measures (short or as a table's column names) -> their aggregate in intervals.SetAggregates
+_HELDOUT = {"loss": "loss", "ppl": "ppl", "val_loss": "loss", "val_ppl": "ppl"}
+
+
+def _pair_interval(ctx: Context, arm: str, base: str, measure: str, mode: str) -> tuple[I.Interval | None, str]:
+    """The interval of arm's change against base in `measure`: a held-out aggregate (ppl.json's
+    per-instance losses) or a downstream average ("avg_acc", "avg_ppl": lm-eval's per-item samples)."""
+    if measure in _HELDOUT:
+        agg, status = I.pair_aggregates(ctx, arm, base)
+        key = _HELDOUT[measure]
+    else:
+        agg, key = I.task_mean_aggregates(ctx, arm, base, measure), "avg"
+        status = ("measured" if agg else I.NO_ITEMS if ctx.downstream(arm) and ctx.downstream(base)
+                  else "pending")
+    if agg is None:
+        return None, status
+    return (agg.relative(key) if mode == "rel" else agg.difference(key)), status
+
+
+def delta_interval_cols(name: str, header: str, base_of: BaseOf, measure: str, mode: str,
+                        with_delta: bool) -> list[Col]:
+    """Ours-only columns `NAME_lo95`, `NAME_hi95` (and `NAME` itself where the table prints no such
+    delta): a row's change in `measure` (held-out "loss"/"ppl", the mean over sets, or downstream's
+    "avg_acc"/"avg_ppl") against its base run, arm / base - 1 (mode "rel") or arm - base ("abs"),
+    from the paired bootstraps of shapelm.results.intervals. Rows without a base stay pending, rows
+    without the per-unit records say so."""
+    found: dict[tuple[int, str, str], tuple[I.Interval | None, str]] = {}  # one bootstrap per pair
+
+    def interval(ctx: Context, row: RowRef) -> tuple[I.Interval | None, str]:
+        base = base_of(ctx, row) if row.run else None
+        if not base or base == row.run:
+            return None, "no base"
+        key = (id(ctx.aggregated), row.run, base)
+        if key not in found:
+            found[key] = _pair_interval(ctx.aggregated, row.run, base, measure, mode)
+        return found[key]
+
+    def part(attr: str) -> Getter:
+        return lambda ctx, row: getattr(iv, attr) if (iv := interval(ctx, row)[0]) else None
+
+    def absent(ctx: Context, row: RowRef) -> str | None:  # a row without a base stays pending, as delta_col's
+        return {I.NO_UNITS: "n/a (no per-instance losses in ppl.json)",
+                I.NO_ITEMS: "n/a (no per-item lm-eval samples)"}.get(interval(ctx, row)[1])
+
+    style = "pct" if mode == "rel" else "f3" if measure == "ppl" else "f4"
+    parts = ([("", "estimate", header)] if with_delta else []) + [
+        ("_lo95", "lo", f"{header}, 95% lo (paired bootstrap)"), ("_hi95", "hi", f"{header}, 95% hi (paired bootstrap)")]
+    cols = [Col(name + suffix, title, "metric", part(attr), style, paper=False, per_seed=False)
+            for suffix, attr, title in parts]
+    for c in cols:
+        c.absent = absent
+    return cols
+
+
+def base_by_row_id(base_of: Callable[[str], str | None]) -> BaseOf:
+    """A table's base rule over row ids (DELTA_BASES) as the base run of a row."""
+    return lambda ctx, row: b if (b := base_of(row.id)) and ctx.has_run(b) else None
+
+
+def row_comparison_base(ctx: Context, row: RowRef) -> str | None:
+    """The run the paper compares the row's run against (intervals.comparison_base)."""
+    return I.comparison_base(ctx, row.run) if row.run else None
+
+
 # ----------------------------------------------------------------------------- rows
 
 
@@ -289,7 +364,7 @@ def paper_rows(ctx: Context, table: str) -> list[RowRef]:
             seen.add(r["run"])
     for name in ctx.runs_for_table(table):
         if name not in seen:
-            rows.append(RowRef(name, ctx.exp.runs[name].get("label", name), name, False))
+            rows.append(RowRef(name, ctx.plan.runs[name].get("label", name), name, False))
     return rows
 
 
@@ -347,7 +422,7 @@ NOT_REGENERATED = {
 EXTRA_TABLES = ["hourglass_fig5_decode_latency", "hourglass_longctx"]
 
 
-def regenerated_tables(exp) -> list[str]:
+def regenerated_tables(plan: Plan) -> list[str]:
     """Every table the project writes, in a fixed order: paper_values order, then extra tables,
     then any other table named in `tables:` of a run (sorted). Independent of finished runs."""
     names = [t for t in R.tables() if t not in NOT_REGENERATED]
@@ -356,7 +431,7 @@ def regenerated_tables(exp) -> list[str]:
             names.append(t)
     from shapelm.results.plain import TABLE_NAMES as PLAIN_TABLES  # written by shapelm.results.analyses
 
-    extra = sorted({t for run in exp.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES))
+    extra = sorted({t for run in plan.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES))
     return names + extra
 
 
@@ -371,18 +446,29 @@ DELTA_BASES = {
 }
 
 
+# Tables whose Val Loss / Val PPL are ppl.json's held-out aggregates and whose Avg Acc / Avg PPL are
+# downstream.json's, so their deltas get the paired bootstrap's interval (the Tapered selection tables
+# read the in-distribution split of metrics.jsonl, which keeps no per-instance losses).
+INTERVAL_DELTA_TABLES = ("hourglass_table2", "hourglass_table5", "hourglass_table8")
+
+
 def _standard_table(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     rows = paper_rows(ctx, name)
     cols: list[Col] = []
     by_name: dict[str, Col] = {}
     for cname, header in paper_columns(name):
+        interval_cols: list[Col] = []
         if cname.endswith("_delta") and name in DELTA_BASES:
             mode, base = DELTA_BASES[name]
             src = by_name.get(cname[: -len("_delta")]) or generic_col(cname[: -len("_delta")], cname)
             col = delta_col(src, cname, header, base, mode, rows)
+            if name in INTERVAL_DELTA_TABLES and cname in ("val_loss_delta", "val_ppl_delta", "avg_acc_delta",
+                                                           "avg_ppl_delta"):
+                interval_cols = delta_interval_cols(cname, header, base_by_row_id(base), cname[: -len("_delta")],
+                                                    mode, with_delta=False)
         else:
             col = generic_col(cname, header)
-        cols.append(col)
+        cols += [col, *interval_cols]
         by_name[cname] = col
     return cols, rows
 
@@ -415,7 +501,10 @@ def build_table(ctx: Context, name: str) -> Table:
         cols.append(_ours_only("train_flops", "train FLOPs per step (ours)", "shape", A("flops_step"), "e"))
     if not caption:
         caption = title
-    table = Table(name, title, caption, cols, rows, notes=notes, data_notes=standin_notes(ctx, rows, cols))
+    data_notes = standin_notes(ctx, rows, cols)
+    if any(c.name.endswith("_hi95") for c in cols):
+        data_notes.append(INTERVAL_NOTE)
+    table = Table(name, title, caption, cols, rows, notes=notes, data_notes=data_notes)
     fill_cells(ctx, table)
     return table
 
@@ -469,12 +558,12 @@ def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
                 continue
             if paper_shape:
                 break
-    arch = ctx.exp.runs[run]["arch"]
+    arch = ctx.plan.runs[run]["arch"]
     if any(key in paper_shape and key in arch and paper_shape[key] != arch[key] for key in ("n_layers", "vocab_size")):
         return True
     # Some paper shapes name the vocabulary `vocab` (LWS); the run's is in its resolved model.
     vocab = paper_shape.get("vocab_size", paper_shape.get("vocab"))
-    return vocab is not None and vocab != ctx.exp.runs[run]["model"]["vocab_size"]
+    return vocab is not None and vocab != ctx.plan.runs[run]["model"]["vocab_size"]
 
 
 def over_seeds(ctx: Context, row: RowRef, col: Col) -> Spread | None:
@@ -721,7 +810,7 @@ def _fig3(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
 
 
 def _fig4(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
-    rows = [RowRef(n, ctx.exp.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
+    rows = [RowRef(n, ctx.plan.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
     cols = [_ours_only("total_compute", "total training compute C (FLOPs)", "shape", A("total_compute"), "e"),
             Col("avg_acc", "Avg downstream accuracy", "metric", avg_get("avg_acc"), "f4",
                 paper_from=("hourglass_table2", "avg_acc")),
@@ -761,7 +850,7 @@ def _tapered_decode(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     mixers")."""
     def label(run: str) -> str:
         base = ctx.decode_baselines.get(run)
-        return ctx.exp.runs[run].get("label", run) + (f" (vs {base})" if base else "")
+        return ctx.plan.runs[run].get("label", run) + (f" (vs {base})" if base else "")
 
     names = ctx.runs_for_table(name)  # the baselines first
     rows = [RowRef(n, label(n), n, False) for n in sorted(names, key=lambda n: n in ctx.decode_baselines)]
@@ -869,6 +958,10 @@ def _tapered2(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
         if c.name == "lambada_ppl":
             c = lam
         out.append(c)
+    # The paper compares each tapered schedule with the uniform run of its backbone and scale; its
+    # table prints no held-out PPL, so the change there (with its interval) is ours only.
+    out += delta_interval_cols("val_ppl_heldout_delta", "Val PPL on the held-out sets - uniform's (mean of per-set PPLs)",
+                               row_comparison_base, "ppl", "abs", with_delta=True)
     # The paper compares four backbones at 760M and 1.3B: their sizes and costs beside the metrics.
     out += [_ours_only("params_total", "total params (ours)", "shape", A("total_params"), "M"),
             _ours_only("train_flops", "train FLOPs per step (ours)", "shape", A("flops_step"), "e")]
@@ -890,6 +983,9 @@ def _lws(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
             c.get, c.per_seed = _seed_std(indist_get("ppl")), False
     cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, ppl.json)",
                            "metric", ppl_get("val_ppl"), "f3"))
+    # The in-distribution split keeps no per-instance losses: the interval is on the held-out sets' PPL.
+    cols += delta_interval_cols("val_ppl_heldout_delta", "Val PPL on the held-out sets - the baseline's",
+                                row_comparison_base, "ppl", "abs", with_delta=True)
     return cols, rows
 
 
@@ -908,9 +1004,9 @@ def _seed_std(get: Getter) -> Getter:
 def throughput_base(ctx: Context, run: str, candidates: list[str]) -> str | None:
     """The isotropic baseline a run's throughput is compared with: among `candidates`, the same
     scale and depth, `variant: baseline` (LWS) or `kind: conventional` (Hourglass)."""
-    me = ctx.exp.runs[run]
+    me = ctx.plan.runs[run]
     for name in candidates:
-        other = ctx.exp.runs[name]
+        other = ctx.plan.runs[name]
         if (other["scale"] == me["scale"] and ctx.acc(name)["n_layers"] == ctx.acc(run)["n_layers"]
                 and (other["arch"].get("variant") == "baseline" or other["arch"].get("kind") == "conventional")):
             return name
@@ -988,7 +1084,7 @@ def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
 
 def _val_curves(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     """The runs of a validation/training-curve figure, with the curves' end points."""
-    rows = [RowRef(n, ctx.exp.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
+    rows = [RowRef(n, ctx.plan.runs[n].get("label", n), n, False) for n in ctx.runs_for_table(name)]
 
     def best(key: str) -> Getter:
         def get(ctx: Context, row: RowRef) -> float | None:

@@ -13,6 +13,7 @@ update on the token-weighted mean loss of the global batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -190,14 +191,10 @@ def recipe_fingerprint(cfg: ModelConfig, recipe: TrainRecipe, data_identity: dic
     return hashlib.sha256(blob).hexdigest()[:16], content
 
 
-from shapelm.train.parallel import (  # noqa: E402  (re-exported: the finetune and tests use them)
+from shapelm.train.parallel import (  # noqa: E402
     autocast_dtype,
     build_parallel,
-    full_model_state,  # noqa: F401
-    full_optimizer_state,  # noqa: F401
-    initial_state,  # noqa: F401
     is_fsdp,
-    load_optimizer_state,  # noqa: F401
     make_optimizer,
     micro_batch_sync,
 )
@@ -390,35 +387,21 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
             batches, local = micro_batches(store, step, recipe, env, accum)
             if env.is_main:
                 preempt.hold_for_signal(run_config.get("name", ""), step, out_dir / "HOLDING")
-            # Every rank stops at the same step: the flag is summed with the token count. A step
+            # Every rank stops at the same step (the agreement carries the token count). A step
             # that evaluates needs the time of the last evaluation too.
             evaluates = evaluator is not None and is_due(step, recipe, total)
-            stop_now = preempt.should_stop(step_seconds + (evaluator.seconds if evaluates else 0.0))
-            head = torch.tensor([local, 1 if stop_now else 0], dtype=torch.int64, device=env.device)
-            all_reduce_sum(head, env)
-            n_global, flagged = int(head[0]), int(head[1])
-            if flagged:
+            stop_signal, (n_global,) = agree_to_stop(
+                preempt, step_seconds + (evaluator.seconds if evaluates else 0.0), env, local)
+            if stop_signal:
                 step -= 1  # the state is that after the previous update
                 status = "preempted"
                 break
             if n_global == 0:
                 raise all_masked_error(store, step, recipe)
             lr = lr_at(step, recipe)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss, ce_loss, z_loss = _accumulate_gradients(model, forward, batches, n_global, recipe, env,
-                                                          amp_ctx)
-            grad_norm = _clip_gradients(trainable, recipe.grad_clip)
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
-                good = ckpt.latest_valid(out_dir, verify=False) if env.is_main else None
-                raise NonFiniteLossError(
-                    f"step {step}: non-finite loss {loss} / grad norm {grad_norm}; no update was "
-                    f"applied; the last good checkpoint is "
-                    f"{good[1] if good else 'none (no checkpoint yet)'}"
-                )
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            loss, ce_loss, z_loss, grad_norm = update(
+                model, forward, optimizer, trainable, batches, n_global, lr, recipe, env, amp_ctx,
+                functools.partial(_nonfinite_error, metrics, out_dir, env, step))
             took = time.perf_counter() - t_step
             step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
 
@@ -479,14 +462,73 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     return _interrupted(status, step, total, out_dir, path, preempt)
 
 
+def agree_to_stop(preempt: Preemption, step_seconds: float, env: DistEnv,
+                  *counts: int) -> tuple[int, list[int]]:
+    """Every rank, at a step boundary: whether any rank stops (a signal, or its time limit no
+    longer holding the margin and two steps of `step_seconds`), decided in one all-reduce that
+    also sums this rank's `counts`. Returns (the signal every rank stops with, 0: none; the
+    summed counts). A rank stopped by another's signal or clock takes the largest signal
+    number of the ranks as its own, so every rank checkpoints and exits alike."""
+    head = torch.tensor([1 if preempt.should_stop(step_seconds) else 0, *counts],
+                        dtype=torch.int64, device=env.device)
+    all_reduce_sum(head, env)
+    flagged, *totals = head.tolist()
+    if not flagged:
+        return 0, totals
+    signum = torch.tensor([preempt.signum or 0], dtype=torch.int64, device=env.device)
+    if env.distributed:
+        import torch.distributed as dist
+
+        dist.all_reduce(signum, op=dist.ReduceOp.MAX)
+    preempt.signum = int(signum[0])
+    return preempt.signum, totals
+
+
+def update(model, forward, optimizer, trainable, batches, n_global: int, lr: float,
+           recipe: TrainRecipe, env, amp_ctx, nonfinite_error: Callable[[float, float | None], Exception],
+           *, sync_each_micro_batch: bool = False) -> tuple[float, float, float, float | None]:
+    """One optimizer update, the only place where shapelm steps an optimizer (pretraining and
+    the YaRN finetune): gradients of this rank's micro `batches` ((inputs, labels) pairs; the
+    global batch has `n_global` labelled tokens), clipped to `recipe.grad_clip` (None: not
+    clipped, no norm), then AdamW at `lr`. A non-finite loss or norm raises
+    `nonfinite_error(loss, grad_norm)` instead: no update is applied. `sync_each_micro_batch`: FSDP
+    reduce-scatters every micro batch's gradients instead of holding unsharded ones until the
+    last (the finetune's 8B gradients would not fit). Returns (loss, cross-entropy, z-loss,
+    grad norm) of the global batch."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss, ce_loss, z_loss = _accumulate_gradients(model, forward, batches, n_global, recipe, env,
+                                                  amp_ctx, sync_each_micro_batch)
+    grad_norm = None if recipe.grad_clip is None else _clip_gradients(trainable, recipe.grad_clip)
+    if not (math.isfinite(loss) and (grad_norm is None or math.isfinite(grad_norm))):
+        raise nonfinite_error(loss, grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, ce_loss, z_loss, grad_norm
+
+
+def _nonfinite_error(metrics, out_dir: Path, env, step: int, loss: float,
+                     grad_norm: float) -> NonFiniteLossError:
+    """Pretraining's non-finite step: recorded in metrics.jsonl, the error names the last good
+    checkpoint."""
+    metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "nonfinite": True})
+    good = ckpt.latest_valid(out_dir, verify=False) if env.is_main else None
+    return NonFiniteLossError(
+        f"step {step}: non-finite loss {loss} / grad norm {grad_norm}; no update was "
+        f"applied; the last good checkpoint is "
+        f"{good[1] if good else 'none (no checkpoint yet)'}"
+    )
+
+
 def _accumulate_gradients(model, forward, batches, n_global: int, recipe: TrainRecipe, env,
-                          amp_ctx) -> tuple[float, float, float]:
-    """Forward and backward of one step's micro-batches, gradients synced on the last only; the
-    global batch's mean loss, cross-entropy and (weighted) z-loss."""
+                          amp_ctx, sync_each_micro_batch: bool = False) -> tuple[float, float, float]:
+    """Forward and backward of one step's micro-batches, gradients synced on the last only
+    (unless `sync_each_micro_batch`); the global batch's mean loss, cross-entropy and
+    (weighted) z-loss."""
     accum = len(batches)
     sums = torch.zeros(3, dtype=torch.float64, device=env.device)
     for j, (x, labels) in enumerate(batches):
-        with micro_batch_sync(model, forward, recipe, last=j == accum - 1):
+        with micro_batch_sync(model, forward, recipe, last=sync_each_micro_batch or j == accum - 1):
             with amp_ctx():
                 out = forward(x, labels, z_loss_multiplier=recipe.z_loss, return_logits=False,
                               loss_chunk_tokens=recipe.loss_chunk_tokens or None)

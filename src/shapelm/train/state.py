@@ -61,10 +61,12 @@ def checkpoint_format(recipe: TrainRecipe, env: DistEnv) -> str:
 
 
 def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent, extra,
-                    background: bool = False) -> PendingCheckpoint:
+                    background: bool = False, scheduler: dict | None = None) -> PendingCheckpoint:
     """Every rank: write the checkpoint of `step`. `background` (sharded format only): the
     model and optimizer shards are copied now and written by a thread while training goes on;
-    the checkpoint exists once `.seal()` (the next save, or the end of training) has run."""
+    the checkpoint exists once `.seal()` (the next save, or the end of training) has run.
+    `scheduler`: the lr schedule's state recorded in trainer.pt (default: pretraining's cosine
+    schedule of `recipe`)."""
     sharded = checkpoint_format(recipe, env) == "sharded"
     msd = None if sharded else full_model_state(model, recipe, env)
     osd = None if sharded else full_optimizer_state(model, optimizer, recipe, env)
@@ -74,7 +76,7 @@ def save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rconten
     try:
         if sharded:
             written = ckpt.save_sharded(model, optimizer, tmp, env.rank, background=background)
-        _write_files(tmp, msd, osd, step, env, recipe, rhash, digests)
+        _write_files(tmp, msd, osd, step, env, recipe, rhash, digests, scheduler)
     except ShapelmError as err:  # a full disk: every rank must hear of it, or the others hang
         failure = err
     del msd, osd
@@ -127,7 +129,8 @@ class PendingCheckpoint:
         return Path(broadcast_object(str(final) if final else None, env))
 
 
-def _write_files(tmp: Path, msd, osd, step, env, recipe, rhash, digests: dict) -> None:
+def _write_files(tmp: Path, msd, osd, step, env, recipe, rhash, digests: dict,
+                 scheduler: dict | None = None) -> None:
     """Rank 0 the model and optimizer state (unless sharded: None) and the trainer state;
     every rank its RNG state."""
     if env.is_main:
@@ -140,7 +143,7 @@ def _write_files(tmp: Path, msd, osd, step, env, recipe, rhash, digests: dict) -
                 "step": step,
                 "tokens": step * recipe.batch_tokens,
                 "next_instance": step * recipe.batch_sequences,
-                "scheduler": {
+                "scheduler": scheduler or {
                     "kind": "cosine_with_warmup_tokens",
                     "step": step,
                     "last_lr": lr_at(step, recipe) if step > 0 else 0.0,

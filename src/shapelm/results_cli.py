@@ -1,4 +1,7 @@
-"""`shapelm results build CONFIG ...` and `shapelm results list CONFIG`."""
+"""`shapelm results build CONFIG ...` and `shapelm results list CONFIG`: CONFIG is an experiment
+config (YAML, or the merged work/EXP/experiment.json), whose plan is built here through the
+plan layer, or a plan document (work/EXP/plan.json, what the rules pass). A front end beside
+`shapelm.results`, which reads plans only."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ def add_commands(subparsers) -> None:
     sub = p.add_subparsers(dest="results_command", metavar="SUBCOMMAND", required=True)
 
     b = sub.add_parser("build", help="regenerate every table, figure and the derived claims")
-    b.add_argument("config", help="experiment config (configs/*.yaml)")
+    b.add_argument("config", help="experiment config (configs/*.yaml) or its plan (work/EXP/plan.json)")
     b.add_argument("--results-dir", help="results/EXP (per-run JSONs in, tables out); default from the config name")
     b.add_argument("--figures-dir", help="paper_figures/EXP; default from the config name")
     b.add_argument("--work-dir", help="work/EXP (metrics.jsonl of each run); default from the config name")
@@ -25,7 +28,7 @@ def add_commands(subparsers) -> None:
     b.set_defaults(func=run_build)
 
     ls = sub.add_parser("list", help="print every artifact build writes (deterministic)")
-    ls.add_argument("config", help="the experiment config (YAML)")
+    ls.add_argument("config", help="the experiment config (YAML) or its plan (work/EXP/plan.json)")
     ls.add_argument("--results-dir", help="results folder (default: the experiment's)")
     ls.add_argument("--figures-dir", help="figures folder (default: the experiment's)")
     ls.add_argument("--json", action="store_true", help="one JSON object per line, with captions")
@@ -39,39 +42,35 @@ def add_commands(subparsers) -> None:
     cmp.set_defaults(func=run_compare)
 
     c = sub.add_parser("captions", help="write the .rst captions of every artifact (for snakemake --report)")
-    c.add_argument("config", help="the experiment config (YAML)")
+    c.add_argument("config", help="the experiment config (YAML) or its plan (work/EXP/plan.json)")
     c.add_argument("--report-dir", default="workflow/report", help="where the report's captions go")
     c.set_defaults(func=run_captions)
 
 
-def _exp(path: str):
-    from shapelm.results import load
+def _plan(path: str):
+    from shapelm.plan.build import load_plan
 
-    if not Path(path).exists():
-        raise ResultsError(f"{path}: config file not found")
-    return load(path)
+    return load_plan(path)
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from shapelm.plan import paths
     from shapelm.results import build_results
 
-    exp = _exp(args.config)
-    rdir = args.results_dir or paths.results_dir(exp.name)
+    plan = _plan(args.config)
+    rdir = args.results_dir or plan.paths["results"]
     if Path(rdir).exists() and not Path(rdir).is_dir():
         raise ResultsError(f"--results-dir {rdir}: exists and is not a directory")
-    paths = build_results(exp, rdir, args.figures_dir or paths.figures_dir(exp.name),
-                          args.work_dir or paths.work_dir(exp.name), report_dir=args.report_dir,
-                          only=set(args.only) if args.only else None)
-    print(f"wrote {len(paths)} files: tables in {Path(rdir) / 'tables'}, figures in "
-          f"{args.figures_dir or paths.figures_dir(exp.name)}")
+    fdir = args.figures_dir or plan.paths["figures"]
+    written = build_results(plan, rdir, fdir, args.work_dir or plan.paths["work"], report_dir=args.report_dir,
+                            only=set(args.only) if args.only else None)
+    print(f"wrote {len(written)} files: tables in {Path(rdir) / 'tables'}, figures in {fdir}")
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
     from shapelm.results import artifacts
 
-    for a in artifacts(_exp(args.config), args.results_dir, args.figures_dir):
+    for a in artifacts(_plan(args.config), args.results_dir, args.figures_dir):
         print(json.dumps(a, ensure_ascii=False) if args.json else f"{a['kind']:6} {a['name']:32} {a['path']}")
     return 0
 
@@ -79,7 +78,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_captions(args: argparse.Namespace) -> int:
     from shapelm.results import write_captions
 
-    paths = write_captions(_exp(args.config), args.report_dir)
+    paths = write_captions(_plan(args.config), args.report_dir)
     print(f"wrote {len(paths)} captions in {args.report_dir}")
     return 0
 
