@@ -1,4 +1,4 @@
-"""Titans (Behrouz et al. 2024, arXiv 2501.00663) as MAL: the neural long-term memory and the mixer.
+"""Titans (Behrouz et al. 2024, arXiv 2501.00663), MAC by default, MAG and MAL: the neural long-term memory and the mixer.
 
 The chunk-parallel memory against a token-by-token reference written here with torch.func (the
 per-token gradient of ||M(k) - v||^2 at the chunk-start weights, momentum, forgetting), cached
@@ -6,6 +6,8 @@ decoding against the full forward, gradients, accounting against the built modul
 and every matmul FLOP counted by torch's FlopCounterMode), config validation, and a tiny model
 learning a copy task.
 """
+
+import math
 
 import pytest
 import torch
@@ -26,6 +28,7 @@ from shapelm.errors import ConfigError
 from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
+from shapelm.model import titans
 from shapelm.model.titans import NeuralMemory
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -46,10 +49,11 @@ def reference_memory(mem, x, chunk):
     the module's parameters: for every t,
         q_t, k_t, v_t = SiLU(causal depthwise conv of W_q x, W_k x, W_v x), q_t and k_t L2-normalised
         theta_t = sigmoid(.) x INNER_LR / memory_hidden, eta_t = sigmoid(. + ETA_OFFSET), alpha_t = sigmoid(. + ALPHA_OFFSET)
-        u_t = grad_M ||M(k_t) - v_t||^2 at the chunk-start M (per-sample gradients by torch.func)
+        u_t = grad_M ||M(k_t) - v_t||^2 at the chunk-start M (per-sample gradients by torch.func),
+              each of its two matrices scaled to Frobenius norm at most MAX_SURPRISE_NORM
         S_t = eta_t S_{t-1} - theta_t u_t,  M_t = (1 - alpha_t) M_{t-1} + S_t,  y_t = M_t(q_t)
         out_t = W_o (RMSNorm_heads(y_t) * sigmoid(W_g x_t))."""
-    from shapelm.model.titans import ALPHA_OFFSET, ETA_OFFSET, INNER_LR
+    from shapelm.model.titans import ALPHA_OFFSET, ETA_OFFSET, INNER_LR, MAX_SURPRISE_NORM
 
     b, t, _ = x.shape
     h, hd = mem.n_heads, mem.head_dim
@@ -72,6 +76,7 @@ def reference_memory(mem, x, chunk):
     ys = []
     for i in range(t):
         u = per_head_grad(w0[0], w0[1], k[:, i], v[:, i])
+        u = [g * (MAX_SURPRISE_NORM / g.flatten(-2).norm(dim=-1))[..., None, None].clamp(max=1.0) for g in u]
         e, keep, th = eta[:, i, :, None, None], 1 - alpha[:, i, :, None, None], theta[:, i, :, None, None]
         s = [e * s[j] - th * u[j] for j in range(2)]
         w = [keep * w[j] + s[j] for j in range(2)]
@@ -122,6 +127,51 @@ def test_chunk_parallel_equals_token_by_token(chunk):
         cache = MemoryOnlyCache()
         parts = [mem(x[:, :6], cache)] + [mem(x[:, i:i + 1], cache) for i in range(6, 13)]
         torch.testing.assert_close(torch.cat(parts, 1), got, rtol=1e-5, atol=1e-6)
+
+
+def surprising_memory(chunk: int) -> NeuralMemory:
+    """A memory whose chunk steps exceed the stability limit of its loss: the largest inner rate,
+    momentum ~0.98, values ~40x the unit keys (a trained tiny layer reached the same regime)."""
+    torch.manual_seed(3)
+    mem = NeuralMemory(32, n_heads=2, head_dim=8, hidden=16, chunk=chunk, layer_idx=0)
+    with torch.no_grad():
+        mem.gate_proj.weight.zero_()
+        mem.gate_proj.weight[:2].fill_(1.0)  # theta logits (x has positive mean below): near the ceiling
+        mem.gate_proj.weight[2:4].fill_(0.2)  # eta: sigmoid(. + ETA_OFFSET) ~ 0.98
+        mem.v_proj.weight.mul_(40.0)
+    return mem
+
+
+def test_surprise_cap_binds_in_both_forms_alike():
+    """The per-token cap is part of the recurrence: chunk-parallel and token by token agree where
+    it binds too (values far from the keys' scale)."""
+    mem = surprising_memory(chunk=4)
+    x = torch.randn(2, 13, 32) + 1.0
+    q, k, v, *_ = mem.project(x)
+    a, d1, d2 = titans._grads(mem.w1.float(), mem.w2.float(), k, v)
+    assert (d2.norm(dim=-1) * a.norm(dim=-1)).max() > titans.MAX_SURPRISE_NORM * 0.999  # it binds
+    with torch.no_grad():
+        torch.testing.assert_close(mem(x), reference_memory(mem, x, 4), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cap", [True, False])
+def test_a_large_chunk_step_stays_finite_with_the_cap(cap, monkeypatch):
+    """Without the cap the memory's weights grow geometrically chunk after chunk (the trained tiny
+    Titans default went NaN in the chunk after its trained length); with it they stay bounded."""
+    if not cap:
+        monkeypatch.setattr(titans, "MAX_SURPRISE_NORM", math.inf)
+    mem = surprising_memory(chunk=32)
+    x = torch.randn(1, 32 * 24, 32) + 1.0
+    with torch.no_grad():
+        q, k, v, theta, log_eta, log_keep, _ = mem.project(x)
+        state, norms = mem.initial_state(1), []
+        for start in range(0, x.shape[1], 32):
+            sl = slice(start, start + 32)
+            _, state = titans.chunk_memory(state, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
+                                           log_eta[..., sl], log_keep[..., sl])
+            norms.append(float(state.w[0].norm() + state.w[1].norm()))
+    bounded = all(math.isfinite(n) and n < 1e4 for n in norms)
+    assert bounded == cap, norms
 
 
 @pytest.mark.parametrize("variant", ["mac", "mag", "mal"])

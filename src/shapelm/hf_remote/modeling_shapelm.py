@@ -143,6 +143,11 @@ def _dsilu(z):
     return sig * (1 + z * (1 - sig))
 
 
+def _surprise_scale(d, x, max_norm=10.0):
+    """Each token's memory gradient d x^T scaled to at most max_norm (shapelm.model.titans.MAX_SURPRISE_NORM)."""
+    return (max_norm / (d.norm(dim=-1, keepdim=True) * x.norm(dim=-1, keepdim=True))).clamp(max=1.0)
+
+
 class NeuralMemory(nn.Module):
     """Titans' memory (shapelm.model.titans): per head M(x) = W2 SiLU(W1 x) learned at test time on
     ||M(k) - v||^2 with momentum and forgetting, chunk-parallel (gradients at chunk-start weights);
@@ -218,6 +223,7 @@ class NeuralMemory(nn.Module):
             a = F.silu(z)
             d2 = 2 * (a @ w2.transpose(-1, -2) - vc)
             d1 = (d2 @ w2) * _dsilu(z)
+            d1, d2 = d1 * _surprise_scale(d1, kc), d2 * _surprise_scale(d2, a)
             h = beta[..., None] * (qc @ w1.transpose(-1, -2)) + gamma[..., None] * (qc @ s1.transpose(-1, -2))
             a_q = F.silu(h - (coef * (qc @ kc.transpose(-1, -2))) @ d1)
             y = beta[..., None] * (a_q @ w2.transpose(-1, -2)) + gamma[..., None] * (a_q @ s2.transpose(-1, -2))

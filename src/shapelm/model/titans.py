@@ -50,6 +50,14 @@ ETA_OFFSET = 2.0
 INNER_LR = 0.2
 ALPHA_OFFSET = -5.0
 NORM_EPS = 1e-6
+#: The most a token's surprise may weigh: each per-token gradient (of W1 and of W2 separately)
+#: is scaled down to this Frobenius norm (the reference implementation's `max_grad_norm`). With
+#: gradients at the chunk-start weights and momentum, a chunk's summed step can exceed the
+#: memory loss's stability limit (2 / curvature); the weights then grow geometrically (a trained
+#: tiny layer: 23 -> 1.4e3 -> 1.9e6 -> 5.6e17 over four chunks, NaN at the fifth). The cap
+#: makes that growth linear, which forgetting bounds. Untouched where the memory is stable:
+#: the trained tiny default's per-token norms stay below 8 (docs/PAPER_NOTES.md, Titans).
+MAX_SURPRISE_NORM = 10.0
 
 
 @dataclass
@@ -75,13 +83,20 @@ def _dsilu(z: torch.Tensor) -> torch.Tensor:
 
 
 def _grads(w1, w2, k, v):
-    """The pieces of grad ||W2 SiLU(W1 k) - v||^2 at (w1, w2): G1 = d1 k^T, G2 = d2 a^T.
+    """The pieces of grad ||W2 SiLU(W1 k) - v||^2 at (w1, w2): G1 = d1 k^T, G2 = d2 a^T, each
+    token's scaled to at most MAX_SURPRISE_NORM (||d k^T||_F = ||d|| ||k||).
     w1 [B,H,m,hd], w2 [B,H,hd,m], k/v [B,H,c,hd] -> a, d1 [B,H,c,m], d2 [B,H,c,hd]."""
     z = k @ w1.transpose(-1, -2)
     a = F.silu(z)
     d2 = 2 * (a @ w2.transpose(-1, -2) - v)
     d1 = (d2 @ w2) * _dsilu(z)
-    return a, d1, d2
+    return a, d1 * _surprise_scale(d1, k), d2 * _surprise_scale(d2, a)
+
+
+def _surprise_scale(d, x):
+    """min(1, MAX_SURPRISE_NORM / ||d x^T||_F) per token: [B,H,c,1]."""
+    norm = d.norm(dim=-1, keepdim=True) * x.norm(dim=-1, keepdim=True)
+    return (MAX_SURPRISE_NORM / norm).clamp(max=1.0)
 
 
 def chunk_memory(state: MemoryState, q, k, v, theta, log_eta, log_keep):
