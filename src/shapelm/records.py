@@ -50,17 +50,18 @@ def _where(source: str | os.PathLike | None) -> str:
 
 
 def _need(data: Any, key: str, kind: type | tuple[type, ...], source, what: str = "") -> Any:
-    """data[key], which must be of type `kind` (None is accepted only where `kind` includes it)."""
+    """data[key], which must be of type `kind` (None is accepted only where `kind` includes it);
+    `what`: where `data` sits in the file ("aggregate", "sets.NAME"), for the message."""
+    where, name = _where(source), f"{what}.{key}" if what else key
     if not isinstance(data, dict):
-        raise RecordError(f"{_where(source)}: expected a JSON object{' at ' + what if what else ''}")
+        raise RecordError(f"{where}: expected a JSON object{' at ' + repr(what) if what else ''}")
     if key not in data:
-        raise RecordError(f"{_where(source)}: missing key {what + '.' if what else ''}{key!r}")
+        raise RecordError(f"{where}: missing key {name!r}")
     value = data[key]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         names = "/".join("null" if k is type(None) else k.__name__ for k in kinds)
-        raise RecordError(f"{_where(source)}: key {what + '.' if what else ''}{key!r} should be {names}, "
-                          f"not {type(value).__name__}")
+        raise RecordError(f"{where}: key {name!r} should be {names}, not {type(value).__name__}")
     return value
 
 

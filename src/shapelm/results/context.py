@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from shapelm import records
 from shapelm.plan.document import Plan
 from shapelm.results import readers, seeds
 
@@ -99,8 +100,8 @@ class Context:
     @functools.lru_cache(maxsize=None)
     def downstream_json(self, run: str) -> dict[str, Any]:
         """One run's downstream.json as written (details, standin_tasks); {} when absent."""
-        data = readers.load_json(self.run_file(run, "downstream.json"))
-        return data if isinstance(data, dict) else {}
+        rec = records.DownstreamRecord.read(self.run_file(run, "downstream.json"))
+        return rec.to_dict() if rec is not None else {}
 
     @functools.lru_cache(maxsize=None)
     def proofpile(self, run: str | None) -> dict[int, float] | None:
