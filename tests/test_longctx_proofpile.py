@@ -77,10 +77,10 @@ def test_write_longctx_report(tmp_path):
 
     results = []
     for run, shift in (("conventional", 0.0), ("hourglass", -0.3)):
-        results.append({"kind": "proofpile", "run": run,
+        results.append({"kind": "proofpile", "run": run, "lengths": [256, 512, 1024],
                         "ppl": {str(L): 8.0 + shift + i * 0.2 for i, L in enumerate((256, 512, 1024))}})
         p = tmp_path / f"{run}_ruler.json"
-        p.write_text(json.dumps({"kind": "ruler", "run": run, "scores": {
+        p.write_text(json.dumps({"kind": "ruler", "run": run, "lengths": [256, 512, 1024], "scores": {
             str(L): {"niah_single_1": 50.0 - i * 10 - shift * 10, "mean": 40.0 - i * 10 - shift * 10}
             for i, L in enumerate((256, 512, 1024))}}))
         results.append(p)
