@@ -173,7 +173,7 @@ class DownstreamRecord(_Record):
 # --------------------------------------------------------------------------- long context
 
 
-def _by_length(d: dict[str, Any], source, what: str) -> None:
+def _check_length_keys(d: dict[str, Any], source, what: str) -> None:
     for key in d:
         try:
             int(key)
@@ -198,12 +198,13 @@ class ProofpileRecord(_Record):
     def from_dict(cls, data: Any, source=None) -> ProofpileRecord:
         lengths = _need(data, "lengths", list, source)
         ppl = _need(data, "ppl", dict, source)
-        _by_length(ppl, source, "ppl")
+        _check_length_keys(ppl, source, "ppl")
         for key in ppl:
             _need(ppl, key, NUMBER, source, "ppl")
         return cls(lengths, ppl, cls._extra(data))
 
     def by_length(self) -> dict[int, float]:
+        """Length -> PPL, the finite ones."""
         return {int(k): float(v) for k, v in self.ppl.items() if math.isfinite(float(v))}
 
 
@@ -224,7 +225,7 @@ class RulerRecord(_Record):
     def from_dict(cls, data: Any, source=None) -> RulerRecord:
         lengths = _need(data, "lengths", list, source)
         scores = _need(data, "scores", dict, source)
-        _by_length(scores, source, "scores")
+        _check_length_keys(scores, source, "scores")
         for key in scores:
             _need(_need(scores, key, dict, source, "scores"), "mean", NUMBER, source, f"scores.{key}")
         return cls(lengths, scores, cls._extra(data))

@@ -99,20 +99,16 @@ def read_downstream(path: str | os.PathLike) -> Downstream | None:
 # --------------------------------------------------------------------------- long context
 
 
-def _finite(by_length: dict[str, Any]) -> dict[int, float]:
-    return {int(k): v for k, v in ((k, _num(v)) for k, v in by_length.items()) if v is not None}
-
-
 def read_proofpile(path: str | os.PathLike) -> dict[int, float] | None:
     """Length -> Proof-pile PPL (exp of the mean per-token NLL over documents)."""
     rec = records.ProofpileRecord.read(path)
-    return None if rec is None else _finite(rec.ppl)
+    return None if rec is None else rec.by_length()
 
 
 def read_ruler(path: str | os.PathLike) -> dict[int, float] | None:
     """Length -> RULER mean score (0-100) over the tasks."""
     rec = records.RulerRecord.read(path)
-    return None if rec is None else _finite({k: v["mean"] for k, v in rec.scores.items()})
+    return None if rec is None else rec.by_length()
 
 
 # --------------------------------------------------------------------------- decode
