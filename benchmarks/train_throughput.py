@@ -17,7 +17,6 @@ dir, loss scaling, logging) is also timed on the same shape, to show its overhea
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from shapelm.accounting import flops_per_token  # noqa: E402
 from shapelm.model import build_model  # noqa: E402
 from shapelm.model.builders import build_model_config  # noqa: E402
+from shapelm.records import read_metrics  # noqa: E402
 from shapelm.train.observe import peak_flops_for  # noqa: E402
 
 
@@ -124,7 +124,7 @@ def loop_throughput(args, device) -> float:
         }
         train(run, tmp / "run", data_dir=tmp / "tok", progress=False,
               device=device.type)
-        rows = [json.loads(line) for line in (tmp / "run" / "metrics.jsonl").read_text().splitlines()]
+        rows = list(read_metrics(tmp / "run" / "metrics.jsonl"))
     return statistics.median(r["tokens_per_s"] for r in rows[args.warmup:])
 
 

@@ -29,7 +29,9 @@ def test_tiny_default_measures_the_pair_it_has(tmp_path):
         path.parent.mkdir(parents=True)
         sets = {"default_web": {"loss": float(d.mean() + shift), "ppl": 1.0,
                                 "instance_losses": list(d + shift), "instance_tokens": [255] * 64}}
-        path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": float(d.mean() + shift)}}))
+        loss = float(d.mean() + shift)
+        path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": loss, "val_ppl": 1.0,
+                                                                 "exp_mean_loss": float(np.exp(loss))}}))
     rows = {r["run"]: r for r in equal_budget_rows(Context(plan, tmp_path, tmp_path))}
     assert abs(rows["tp760m_cosine_1p5_0p5"]["d_loss"] - 0.03) < 1e-9
     assert rows["tp760m_cosine_1p5_0p5"]["d_loss_lo"] <= 0.03 <= rows["tp760m_cosine_1p5_0p5"]["d_loss_hi"]

@@ -13,6 +13,7 @@ from shapelm.errors import ConfigError, DataError
 from tiny_longctx import english_text, tiny_model, tiny_tokenizer
 from shapelm.longctx.generate import greedy_generate
 from shapelm.longctx.proofpile import proofpile_perplexity
+from shapelm.records import ProofpileRecord
 from shapelm.longctx.sources import load_documents
 
 
@@ -29,6 +30,8 @@ def test_proofpile_matches_full_logits(tmp_path):
     assert [d.size for d in docs] == [150, 200, 130]
     res = proofpile_perplexity(model, docs, [128, 32, 64], loss_chunk_tokens=7)
     assert res["lengths"] == [32, 64, 128]
+    # what `shapelm longctx proofpile` writes is the record the results read, key order kept
+    assert list(ProofpileRecord.from_dict(res).to_dict()) == list(res)
     for L in (32, 64, 128):
         nlls = []
         with torch.no_grad():
@@ -77,10 +80,10 @@ def test_write_longctx_report(tmp_path):
 
     results = []
     for run, shift in (("conventional", 0.0), ("hourglass", -0.3)):
-        results.append({"kind": "proofpile", "run": run,
+        results.append({"kind": "proofpile", "run": run, "lengths": [256, 512, 1024],
                         "ppl": {str(L): 8.0 + shift + i * 0.2 for i, L in enumerate((256, 512, 1024))}})
         p = tmp_path / f"{run}_ruler.json"
-        p.write_text(json.dumps({"kind": "ruler", "run": run, "scores": {
+        p.write_text(json.dumps({"kind": "ruler", "run": run, "lengths": [256, 512, 1024], "scores": {
             str(L): {"niah_single_1": 50.0 - i * 10 - shift * 10, "mean": 40.0 - i * 10 - shift * 10}
             for i, L in enumerate((256, 512, 1024))}}))
         results.append(p)

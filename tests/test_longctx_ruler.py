@@ -162,5 +162,9 @@ def test_generate_and_evaluate_end_to_end(tmp_path, resources):
     res = evaluate_ruler(model, tok, tmp_path / "ruler", pred_dir=tmp_path / "pred", eos_id=0, prefill_chunk=200)
     assert set(res["scores"]["512"]) == {"niah_single_1", "qa_1", "mean"}
     assert all(0.0 <= v <= 100.0 for v in res["scores"]["512"].values())
+    # what `shapelm longctx ruler` writes is the record the results read, key order kept
+    from shapelm.records import RulerRecord
+
+    assert list(RulerRecord.from_dict(res).to_dict()) == list(res) and RulerRecord.from_dict(res).by_length()
     rows = [json.loads(x) for x in (tmp_path / "pred" / "512" / "niah_single_1.jsonl").read_text().splitlines()]
     assert "pred" in rows[0]

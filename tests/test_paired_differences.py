@@ -74,7 +74,8 @@ def test_paired_table_reads_per_instance_losses_of_the_compared_runs(tmp_path):
                 for s, d in difficulty.items()}
         path = tmp_path / "runs" / run / "ppl.json"
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": 6.0 + shift, "val_ppl": 400.0}}))
+        path.write_text(json.dumps({"sets": sets, "aggregate": {"val_loss": 6.0 + shift, "val_ppl": 400.0,
+                                                                 "exp_mean_loss": float(np.exp(6.0 + shift))}}))
     rows = {(r["arm"], r["base"]): r for r in I.paired_table(Context(plan, tmp_path, tmp_path / "work")).rows}
     row = rows[("hg906m_hg", "hg906m_conv")]
     assert row["status"] == "measured" and row["units"] == 128

@@ -17,13 +17,14 @@ import pytest
 from shapelm import reference as R
 from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
+from shapelm.records import RecordError
 from shapelm.results import CLAIMS_NAME, artifacts, build_results, write_captions, write_claims
 from shapelm.results import claims as C
 from shapelm.results import fmt as F
 from shapelm.results.context import Context
 from shapelm.results.figures import write_figure
 from shapelm.results.render import write_table
-from shapelm.results.readers import ResultsError, read_downstream, read_ppl
+from shapelm.results.readers import read_downstream, read_ppl
 from shapelm.results.tables import KNOWN_DIFFERENCES, build_table, regenerated_tables
 
 from results_fixtures import fabricate, fake_downstream
@@ -320,23 +321,30 @@ def test_committed_captions_are_current(plan, tmp_path):
         assert committed.read_text() == p.read_text(), p.name
 
 
-def test_readers_are_tolerant(tmp_path):
-    flat = tmp_path / "ppl.json"
-    flat.write_text(json.dumps({"val_loss": 3.0, "val_ppl": 21.0}))
-    p = read_ppl(flat)
-    assert p.val_loss == 3.0 and p.val_ppl == 21.0 and p.exp_mean_loss == pytest.approx(math.exp(3.0))
-    sets_only = tmp_path / "sets.json"
-    sets_only.write_text(json.dumps({"result": {"sets": {"a": {"loss": 1.0}, "b": {"loss": 3.0}}}}))
-    p = read_ppl(sets_only)
-    assert p.val_loss == 2.0 and p.val_ppl == pytest.approx((math.e + math.e**3) / 2)
-    ds = tmp_path / "ds.json"
-    ds.write_text(json.dumps({"arc_easy": 0.5, "avg_acc": 0.5, "avg_ppl": 1.2}))
+def test_readers_read_the_records(tmp_path):
+    # the results read what the writers write (shapelm.records), nothing else: a missing key
+    # is an error naming the file and the key, not a guess
+    ppl = tmp_path / "ppl.json"
+    ppl.write_text(json.dumps({"sets": {"a": {"loss": 1.0, "ppl": math.e}},
+                               "aggregate": {"val_loss": 1.0, "val_ppl": math.e, "exp_mean_loss": math.e}}))
+    p = read_ppl(ppl)
+    assert p.val_loss == 1.0 and p.val_ppl == pytest.approx(math.e) and p.sets == {"a": {"loss": 1.0, "ppl": math.e}}
+    ds = tmp_path / "downstream.json"
+    ds.write_text(json.dumps({"metrics": {"arc_easy": 0.5}, "Avg Acc": 0.5, "Avg PPL": None}))
     d = read_downstream(ds)
-    assert d.tasks == {"arc_easy": 0.5} and d.avg_acc == 0.5 and d.avg_ppl == 1.2
+    assert d.tasks == {"arc_easy": 0.5} and d.avg_acc == 0.5 and d.avg_ppl is None
     assert read_ppl(tmp_path / "missing.json") is None
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"val_loss": 3.0, "val_ppl": 21.0}))
+    with pytest.raises(RecordError, match="flat.json: missing key 'sets'"):
+        read_ppl(flat)
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps({"arc_easy": 0.5, "avg_acc": 0.5}))
+    with pytest.raises(RecordError, match="legacy.json: missing key 'metrics'"):
+        read_downstream(legacy)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ResultsError, match="bad.json"):
+    with pytest.raises(RecordError, match="bad.json"):
         read_ppl(bad)
 
 

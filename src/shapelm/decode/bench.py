@@ -33,8 +33,9 @@ from shapelm.decode.model import (
     pin_rope_tables,
     predicted_kv_bytes,
 )
-from shapelm.errors import ShapelmError
+from shapelm.errors import DataError, ShapelmError
 from shapelm.model.config import ModelConfig
+from shapelm.records import DecodeRecord
 
 log = logging.getLogger(__name__)
 
@@ -357,16 +358,17 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def merge_results(paths: list[str]) -> dict[str, Any]:
-    """One result from several `shapelm bench decode` runs (the workflow runs one per pair)."""
-    import json
-
-    merged: dict[str, Any] = {"rows": [], "comparisons": [], "sources": []}
+def merge_results(paths: list[str]) -> DecodeRecord:
+    """One result (decode.json) from several `shapelm bench decode` runs (the workflow runs one
+    per pair)."""
+    merged = DecodeRecord(rows=[], comparisons=[], extra={"sources": []})
     for path in paths:
-        result = json.loads(open(path).read())
-        merged["rows"].extend(result.get("rows", []))
-        merged["comparisons"].extend(result.get("comparisons", []))
-        if "peer" in result:
-            merged.setdefault("peers", []).append(result["peer"])
-        merged["sources"].append({"path": str(path), "meta": result.get("meta", {})})
+        result = DecodeRecord.read(path)
+        if result is None:
+            raise DataError(f"{path}: no decode benchmark result")
+        merged.rows.extend(result.rows)
+        merged.comparisons.extend(result.comparisons)
+        if "peer" in result.extra:
+            merged.extra.setdefault("peers", []).append(result.extra["peer"])
+        merged.extra["sources"].append({"path": str(path), "meta": result.extra.get("meta", {})})
     return merged

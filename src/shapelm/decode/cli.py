@@ -16,6 +16,7 @@ import logging
 import sys
 
 from shapelm.errors import ConfigError
+from shapelm.records import DecodeRecord
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,6 @@ def resolve_arms(args) -> list:
 def run_decode_bench(args) -> int:
     import torch
 
-    from shapelm.config import write_json_atomic
     from shapelm.decode.bench import BenchSettings, format_table, run_benchmark
     from shapelm.decode.model import MIXERS
     from shapelm.decode.specs import PAPER_SPEEDUP_906M
@@ -135,17 +135,16 @@ def run_decode_bench(args) -> int:
         print(f"\npeer at S={pr['length']}: shapelm {pr['shapelm_ms']:.3f} ms, transformers "
               f"{pr['transformers_ms']:.3f} ms per token ({pr['transformers_over_shapelm']:.2f}x)")
     if args.out:
-        write_json_atomic(args.out, result)
+        DecodeRecord.from_dict(result, args.out).write(args.out)
         print(f"wrote {args.out}", file=sys.stderr)
     del torch
     return 0
 
 
 def run_decode_merge(args) -> int:
-    from shapelm.config import write_json_atomic
     from shapelm.decode.bench import merge_results
 
-    write_json_atomic(args.out, merge_results(args.inputs))
+    merge_results(args.inputs).write(args.out)
     return 0
 
 

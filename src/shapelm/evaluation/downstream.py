@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 from shapelm import files
-from shapelm.evaluation.loading import EvalError, atomic_write_json
+from shapelm.evaluation.loading import EvalError
 from shapelm.evaluation.standins import is_standin
 from shapelm.evaluation.tasks import SPECS, expand_task_names, spec_for, write_tasks
+from shapelm.records import DownstreamRecord
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def run_downstream_cli(args) -> int:
             "task_data": {n: task_data.get(n, spec_for(n).hub or spec_for(n).lm_eval_name) for n in names},
             "standin_tasks": [n for n in names if is_standin(task_data.get(n))],
             "lm_eval_output": str(lm_eval_dir), **flat}
-    atomic_write_json(args.out, flat)
+    DownstreamRecord.from_dict(flat, args.out).write(args.out)
     for name, value in flat["metrics"].items():
         se = flat["details"].get(name, {}).get(flat["details"].get(name, {}).get("primary", "") + "_stderr")
         print(f"{name:<16} {value:.4f}" + (f" ± {se:.4f}" if se is not None else ""))

@@ -203,5 +203,6 @@ def _read_json(path: Path):
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
-    """An evaluation result (ppl.json, downstream.json, novelty.json): two-space indent."""
+    """An evaluation side file (novelty.json, task lists): two-space indent. ppl.json and
+    downstream.json are written through their records (shapelm.records)."""
     return files.write_json(path, obj)

@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 from shapelm.errors import ShapelmError
-from shapelm.evaluation.loading import EvalError, atomic_write_json, load_model
+from shapelm.evaluation.loading import EvalError, load_model
 from shapelm.evaluation.metrics import aggregate_sets, perplexity, token_weighted_ce
+from shapelm.records import PplRecord
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ def run_ppl(args) -> int:
         max_instances=args.max_instances, device=device, progress=not args.no_progress,
     )
     result = {"model": str(args.model), "dtype": str(dtype).removeprefix("torch."), **result}
-    atomic_write_json(args.out, result)
+    PplRecord.from_dict(result, args.out).write(args.out)
     agg = result["aggregate"]
     print(f"val_loss {agg['val_loss']:.4f}  val_ppl {agg['val_ppl']:.3f}  "
           f"exp(mean loss) {agg['exp_mean_loss']:.3f}  -> {args.out}")

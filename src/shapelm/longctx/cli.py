@@ -12,8 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from shapelm import files
 from shapelm.errors import ConfigError
+from shapelm.records import ProofpileRecord, RulerRecord
 
 
 def _ints(s: str) -> list[int]:
@@ -78,10 +78,6 @@ def load_model_for_eval(path, device: str = "auto", dtype: str = "auto", factor=
     return model
 
 
-def _write_json(path, obj) -> None:
-    files.write_json(path, obj, indent=1)
-
-
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model dir (save_pretrained output, or a run dir with final/)")
     p.add_argument("--run", default=None, help="run name in the results (default: the model dir name)")
@@ -138,7 +134,7 @@ def cmd_proofpile(args) -> int:
                                partial=Path(f"{args.out}.partial"))
     res.update(kind="proofpile", run=_run_name(args), model=str(args.model), docs=str(args.docs),
                min_tokens=args.min_tokens, num_docs=args.num_docs, rope_scaling=model.config.rope_scaling)
-    _write_json(args.out, res)
+    ProofpileRecord.from_dict(res, args.out).write(args.out)
     for L in res["lengths"]:
         print(f"{L}\t{res['ppl'][str(L)]:.4f}")
     return 0
@@ -166,7 +162,7 @@ def cmd_ruler(args) -> int:
     res = evaluate_ruler(model, tok, args.data, lengths=args.lengths, tasks=args.tasks, pred_dir=pred_dir,
                          max_samples=args.max_samples, eos_id=_eos(tok, args.tokenizer), prefill_chunk=args.prefill_chunk)
     res.update(kind="ruler", run=_run_name(args), model=str(args.model), rope_scaling=model.config.rope_scaling)
-    _write_json(args.out, res)
+    RulerRecord.from_dict(res, args.out).write(args.out)
     for L, s in res["scores"].items():
         print(f"{L}\tmean {s['mean']:.2f}")
     return 0

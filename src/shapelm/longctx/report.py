@@ -1,53 +1,51 @@
 """The long-context table and figure: Proof-pile PPL and RULER score vs context length, per run.
 
 Input: result JSON files written by ``shapelm longctx proofpile`` and ``shapelm longctx ruler``
-(``{"kind": "proofpile"|"ruler", "run": NAME, ...}``), or combined ``{"run", "proofpile",
-"ruler"}`` objects. Results of the same run are merged.
+(``{"kind": "proofpile"|"ruler", "run": NAME, ...}``; `shapelm.records`), or those records as
+dicts. Results of the same run are merged.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from shapelm import files
 from shapelm.errors import DataError
+from shapelm.records import ProofpileRecord, RulerRecord, load_json
 from shapelm.longctx.ruler.tasks import TASK_NAMES
 
 TABLE = "longctx"
 
 
-def _load(item) -> dict:
-    if isinstance(item, dict):
-        return item
-    p = Path(item)
-    try:
-        return json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise DataError(f"{p}: cannot read long-context result JSON ({e})") from e
+RECORDS = {"proofpile": ProofpileRecord, "ruler": RulerRecord}
+
+
+def _load(item) -> ProofpileRecord | RulerRecord:
+    """A result of `shapelm longctx proofpile` or `ruler` (a path, or the dict it wrote)."""
+    source = item if not isinstance(item, dict) else None
+    obj = item if isinstance(item, dict) else load_json(item)
+    if obj is None:
+        raise DataError(f"{item}: no long-context result file")
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if kind not in RECORDS:
+        raise DataError(f"{source or 'result'}: key 'kind' should be 'proofpile' or 'ruler', not {kind!r}")
+    return RECORDS[kind].from_dict(obj, source)
 
 
 def collect(results_jsons) -> dict[str, dict]:
     """{run: {"proofpile": {length: ppl}, "ruler": {length: {task: score, "mean": m}}}}."""
     runs: dict[str, dict] = {}
     for item in results_jsons:
-        obj = _load(item)
-        run = obj.get("run") or "run"
+        rec = _load(item)
+        run = rec.extra.get("run") or "run"
         entry = runs.setdefault(run, {"proofpile": {}, "ruler": {}})
-        parts = []
-        if obj.get("kind") in ("proofpile", "ruler"):
-            parts.append((obj["kind"], obj))
-        for kind in ("proofpile", "ruler"):
-            if isinstance(obj.get(kind), dict):
-                parts.append((kind, obj[kind]))
-        for kind, part in parts:
-            if kind == "proofpile":
-                for L, v in part.get("ppl", {}).items():
-                    entry["proofpile"][int(L)] = float(v)
-            else:
-                for L, v in part.get("scores", {}).items():
-                    entry["ruler"][int(L)] = dict(v)
+        if isinstance(rec, ProofpileRecord):
+            for L, v in rec.ppl.items():
+                entry["proofpile"][int(L)] = float(v)
+        else:
+            for L, v in rec.scores.items():
+                entry["ruler"][int(L)] = dict(v)
     return runs
 
 

@@ -8,10 +8,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from shapelm import records
 from shapelm.plan.document import Plan
 from shapelm.results import readers, seeds
 
-# Default context lengths of the decode benchmark (Figure 5) and of the long-context evals.
+# The context lengths the papers print (Hourglass Figure 5 / Table 12 for decode latency, its
+# long-context table for Proof-pile and RULER): a table whose result files are not written yet
+# shows the paper's columns. Once written, the lengths come from the files themselves. The plan
+# document does not carry the configured decode.lengths / longctx.lengths, and taking a run's
+# configured lengths here would change the columns of the tables built before any file exists.
 DECODE_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
 LONGCTX_LENGTHS = [4096, 8192, 16384, 32768, 65536]
 # MLA setting of seed 000 B.1 (and of shapelm.decode.bench's defaults).
@@ -99,8 +104,8 @@ class Context:
     @functools.lru_cache(maxsize=None)
     def downstream_json(self, run: str) -> dict[str, Any]:
         """One run's downstream.json as written (details, standin_tasks); {} when absent."""
-        data = readers.load_json(self.run_file(run, "downstream.json"))
-        return data if isinstance(data, dict) else {}
+        rec = records.DownstreamRecord.read(self.run_file(run, "downstream.json"))
+        return rec.to_dict() if rec is not None else {}
 
     @functools.lru_cache(maxsize=None)
     def proofpile(self, run: str | None) -> dict[int, float] | None:

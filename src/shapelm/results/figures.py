@@ -168,13 +168,9 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
 
 def _our_acc_tasks(ctx: Context, runs: list[str]) -> list[str]:
     """The tasks our Avg Acc averages (from downstream.json), in first-seen order."""
-    from shapelm.results.readers import load_json
-
     tasks: dict[str, None] = {}
     for run in runs:
-        data = load_json(ctx.run_file(run, "downstream.json"))
-        if isinstance(data, dict):
-            tasks.update(dict.fromkeys(data.get("acc_tasks") or []))
+        tasks.update(dict.fromkeys(ctx.downstream_json(run).get("acc_tasks") or []))
     return list(tasks)
 
 

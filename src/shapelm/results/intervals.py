@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from shapelm.results import readers
+from shapelm import records
 from shapelm.results.plain import PlainTable
 
 LEVEL = 0.95
@@ -220,11 +220,11 @@ def _units(ctx, run: str) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
     None where ppl.json has no per-unit losses (written before they were recorded)."""
     per_seed = []
     for inst in ctx.instances(run):
-        data = readers.load_json(ctx.run_file(inst, "ppl.json"))
-        if not isinstance(data, dict) or not isinstance(data.get("sets"), dict):
+        rec = records.PplRecord.read(ctx.run_file(inst, "ppl.json"))
+        if rec is None:
             continue
         sets = []
-        for name, s in sorted(data["sets"].items()):
+        for name, s in sorted(rec.sets.items()):
             if not isinstance(s, dict) or not s.get("instance_losses"):
                 return None
             sets.append((name, np.asarray(s["instance_losses"], float), np.asarray(s["instance_tokens"], float)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import resource
 import subprocess
@@ -15,6 +14,7 @@ import torch
 
 from shapelm.accounting import PEAK_BF16_FLOPS, peak_flops_for  # noqa: F401 (the trainer's names)
 from shapelm.files import write_text
+from shapelm.records import metrics_line, read_metrics
 from shapelm.train.tracking import open_tracker
 
 def device_names(device: torch.device) -> list[str]:
@@ -70,23 +70,16 @@ class MetricsLog:
         self.tracker = None
         if not enabled:
             return
-        kept = []
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue  # a line torn by a kill
-                if isinstance(rec, dict) and rec.get("step", 0) <= resume_step:
-                    kept.append(line)
-        write_text(self.path, "".join(line + "\n" for line in kept))
+        # a line torn by a kill is dropped with the records past the resumed step
+        kept = [rec for rec in read_metrics(self.path) if rec.get("step", 0) <= resume_step]
+        write_text(self.path, "".join(metrics_line(rec) for rec in kept))
         self._f = open(self.path, "a")
         # the same records to TensorBoard / wandb when SHAPELM_TRACKING asks for one (off by default)
         self.tracker = open_tracker(self.path.parent)
 
     def write(self, record: dict[str, Any]) -> None:
         if self.enabled:
-            self._f.write(json.dumps(record, sort_keys=False) + "\n")
+            self._f.write(metrics_line(record))
             self._f.flush()
             if self.tracker is not None:
                 self.tracker.log(record)

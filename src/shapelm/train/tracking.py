@@ -18,7 +18,6 @@ A finished run can be replayed from its file: ``python -m shapelm.train.tracking
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shapelm.errors import ConfigError
+from shapelm.records import read_metrics
 
 ENV = "SHAPELM_TRACKING"
 KINDS = ("none", "tensorboard", "wandb")
@@ -108,15 +108,9 @@ def replay(metrics_file: str | os.PathLike, tracker: Tracker) -> int:
     """Feed every record of a ``metrics.jsonl`` to ``tracker`` (a torn last line is skipped, as
     the training loop's reader does); the number of records."""
     n = 0
-    with open(metrics_file) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                tracker.log(record)
-                n += 1
+    for record in read_metrics(metrics_file):
+        tracker.log(record)
+        n += 1
     return n
 
 

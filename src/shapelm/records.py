@@ -1,0 +1,302 @@
+"""The per-run result records: what each result file holds, written and read through one class.
+
+    results/EXP/runs/RUN/ppl.json         PplRecord         `shapelm eval ppl`
+    results/EXP/runs/RUN/downstream.json  DownstreamRecord  `shapelm eval downstream`
+    results/EXP/runs/RUN/proofpile.json   ProofpileRecord   `shapelm longctx proofpile`
+    results/EXP/runs/RUN/ruler.json       RulerRecord       `shapelm longctx ruler`
+    results/EXP/decode/decode.json        DecodeRecord      `shapelm bench decode` / its merge
+    work/EXP/runs/RUN/metrics.jsonl       read_metrics / metrics_line   the training loop (MetricsLog)
+
+The writers build a record and call its `write`; `shapelm.results` and every other reader call
+its `read`. A record holds the keys its readers need as fields and every other key the writer
+emits (model, timings, details, per-instance losses, ...) in `extra`, verbatim, so that a file
+read and written again is the same file. A record's reader is strict: a file that is not JSON,
+or lacks a key the record needs, or holds the wrong type there, is a `RecordError` naming the
+file and the key. A missing file is `None` (the stage has not run yet).
+
+This module is a utility: the standard library, `shapelm.errors` and `shapelm.files` only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+from shapelm import files
+from shapelm.errors import ShapelmError
+
+
+class RecordError(ShapelmError):
+    """A result file is unreadable or lacks a key its record needs; the message names both."""
+
+
+def load_json(path: str | os.PathLike) -> Any | None:
+    """A JSON file's content; None where the file does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RecordError(f"{path}: not valid JSON ({err}); rerun the stage that writes it") from None
+
+
+def _where(source: str | os.PathLike | None) -> str:
+    return str(source) if source is not None else "record"
+
+
+def _need(data: Any, key: str, kind: type | tuple[type, ...], source, what: str = "") -> Any:
+    """data[key], which must be of type `kind` (None is accepted only where `kind` includes it);
+    `what`: where `data` sits in the file ("aggregate", "sets.NAME"), for the message."""
+    where, name = _where(source), f"{what}.{key}" if what else key
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: expected a JSON object{' at ' + repr(what) if what else ''}")
+    if key not in data:
+        raise RecordError(f"{where}: missing key {name!r}")
+    value = data[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = "/".join("null" if k is type(None) else k.__name__ for k in kinds)
+        raise RecordError(f"{where}: key {name!r} should be {names}, not {type(value).__name__}")
+    return value
+
+
+NUMBER = (int, float)
+OPT_NUMBER = (int, float, type(None))
+
+
+@dataclass
+class _Record:
+    """Fields: the keys the readers need; `extra`: every other key, verbatim and in order."""
+
+    #: The order of the keys on disk: the record's fields and the writer's known extras; other
+    #: extras follow in the order they came.
+    LAYOUT: ClassVar[tuple[str, ...]] = ()
+    #: JSON field name -> dataclass attribute, where they differ ("Avg Acc" -> avg_acc).
+    FIELDS: ClassVar[dict[str, str]] = {}
+    #: `shapelm.files.write_json` keyword arguments (the writer's existing format).
+    WRITE: ClassVar[dict[str, Any]] = {}
+
+    def _fields(self) -> dict[str, Any]:
+        return {key: getattr(self, attr) for key, attr in self.FIELDS.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        own = self._fields()
+        extra = getattr(self, "extra")
+        out: dict[str, Any] = {}
+        for key in self.LAYOUT:
+            if key in own:
+                out[key] = own[key]
+            elif key in extra:
+                out[key] = extra[key]
+        for key, value in (*own.items(), *extra.items()):
+            out.setdefault(key, value)
+        return out
+
+    @classmethod
+    def _extra(cls, data: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in data.items() if k not in cls.FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | os.PathLike | None = None):
+        raise NotImplementedError
+
+    @classmethod
+    def read(cls, path: str | os.PathLike):
+        """The record in `path`; None where the file does not exist."""
+        data = load_json(path)
+        return None if data is None else cls.from_dict(data, path)
+
+    def write(self, path: str | os.PathLike) -> Path:
+        return files.write_json(path, self.to_dict(), **self.WRITE)
+
+
+# --------------------------------------------------------------------------- held-out PPL
+
+
+@dataclass
+class PplRecord(_Record):
+    """ppl.json: per held-out set {"loss", "ppl", "n_tokens", ...} and the paper's aggregate
+    {"val_loss": mean loss, "val_ppl": mean of the sets' PPLs, "exp_mean_loss", "n_sets"}."""
+
+    sets: dict[str, dict[str, Any]]
+    aggregate: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)  # model, dtype, seq_len, max_instances, seconds
+
+    LAYOUT = ("model", "dtype", "seq_len", "max_instances", "sets", "aggregate", "seconds")
+    FIELDS = {"sets": "sets", "aggregate": "aggregate"}
+    SET_KEYS = ("loss", "ppl")
+    AGGREGATE_KEYS = ("val_loss", "val_ppl", "exp_mean_loss")
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> PplRecord:
+        sets = _need(data, "sets", dict, source)
+        for name, s in sets.items():
+            for key in cls.SET_KEYS:
+                _need(s, key, NUMBER, source, f"sets.{name}")
+        aggregate = _need(data, "aggregate", dict, source)
+        for key in cls.AGGREGATE_KEYS:
+            _need(aggregate, key, NUMBER, source, "aggregate")
+        return cls(sets, aggregate, cls._extra(data))
+
+
+# --------------------------------------------------------------------------- downstream
+
+
+@dataclass
+class DownstreamRecord(_Record):
+    """downstream.json: each task's primary metric, the averages over the accuracy tasks ("Avg
+    Acc") and over the CE tasks ("Avg PPL"; null where there are none), lm-eval's details."""
+
+    metrics: dict[str, float]
+    avg_acc: float | None
+    avg_ppl: float | None
+    extra: dict[str, Any] = field(default_factory=dict)  # model, tasks, acc_tasks, ce_tasks, details, ...
+
+    LAYOUT = ("model", "tokenizer", "tasks", "task_data", "standin_tasks", "lm_eval_output", "metrics",
+              "Avg Acc", "Avg PPL", "acc_tasks", "ce_tasks", "details", "seconds")
+    FIELDS = {"metrics": "metrics", "Avg Acc": "avg_acc", "Avg PPL": "avg_ppl"}
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> DownstreamRecord:
+        metrics = _need(data, "metrics", dict, source)
+        for task in metrics:
+            _need(metrics, task, NUMBER, source, "metrics")
+        return cls(metrics, _need(data, "Avg Acc", OPT_NUMBER, source), _need(data, "Avg PPL", OPT_NUMBER, source),
+                   cls._extra(data))
+
+
+# --------------------------------------------------------------------------- long context
+
+
+def _check_length_keys(d: dict[str, Any], source, what: str) -> None:
+    for key in d:
+        try:
+            int(key)
+        except ValueError:
+            raise RecordError(f"{_where(source)}: key {what}.{key!r} is not a context length") from None
+
+
+@dataclass
+class ProofpileRecord(_Record):
+    """proofpile.json: the context lengths and, keyed by str(length), the PPL (exp of the mean
+    per-document NLL); the NLLs, per-document values and the run's settings in `extra`."""
+
+    lengths: list[int]
+    ppl: dict[str, float]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    LAYOUT = ("lengths", "ppl", "nll", "mean_doc_ppl", "per_document_nll", "kind", "run", "model")
+    FIELDS = {"lengths": "lengths", "ppl": "ppl"}
+    WRITE = {"indent": 1}
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> ProofpileRecord:
+        lengths = _need(data, "lengths", list, source)
+        ppl = _need(data, "ppl", dict, source)
+        _check_length_keys(ppl, source, "ppl")
+        for key in ppl:
+            _need(ppl, key, NUMBER, source, "ppl")
+        return cls(lengths, ppl, cls._extra(data))
+
+    def by_length(self) -> dict[int, float]:
+        """Length -> PPL, the finite ones."""
+        return {int(k): float(v) for k, v in self.ppl.items() if math.isfinite(float(v))}
+
+
+@dataclass
+class RulerRecord(_Record):
+    """ruler.json: the context lengths, the tasks and, keyed by str(length), each task's score
+    (0-100) and their "mean"; empty predictions ("nulls") and the run's settings in `extra`."""
+
+    lengths: list[int]
+    scores: dict[str, dict[str, float]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    LAYOUT = ("lengths", "tasks", "scores", "nulls", "data", "complete", "kind", "run", "model")
+    FIELDS = {"lengths": "lengths", "scores": "scores"}
+    WRITE = {"indent": 1}
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> RulerRecord:
+        lengths = _need(data, "lengths", list, source)
+        scores = _need(data, "scores", dict, source)
+        _check_length_keys(scores, source, "scores")
+        for key in scores:
+            _need(_need(scores, key, dict, source, "scores"), "mean", NUMBER, source, f"scores.{key}")
+        return cls(lengths, scores, cls._extra(data))
+
+    def by_length(self) -> dict[int, float]:
+        """Length -> the mean score over the tasks."""
+        return {int(k): float(v["mean"]) for k, v in self.scores.items() if math.isfinite(float(v["mean"]))}
+
+
+# --------------------------------------------------------------------------- decode
+
+
+@dataclass
+class DecodeRecord(_Record):
+    """decode.json (and each pair's file it merges): latency rows ({"run", "mixer", "length",
+    "latency_ms_median", "kv_bytes", ...}) and the pairs' comparisons; the benchmark's settings
+    ("meta"; "sources" once merged) and the peer check in `extra`."""
+
+    rows: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    FIELDS = {"rows": "rows", "comparisons": "comparisons"}
+    WRITE = {"sort_keys": True, "default": str, "newline": False}
+    ROW_KEYS = ("run", "mixer", "length")
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> DecodeRecord:
+        rows = _need(data, "rows", list, source)
+        for i, row in enumerate(rows):
+            for key in cls.ROW_KEYS:
+                _need(row, key, int if key == "length" else str, source, f"rows[{i}]")
+        return cls(rows, _need(data, "comparisons", list, source), cls._extra(data))
+
+
+# --------------------------------------------------------------------------- metrics.jsonl
+
+#: The "kind" of an evaluation-during-training record (shapelm.train.evaluator); step records
+#: have no "kind".
+VAL_KIND = "val"
+#: The held-out split of the training stream in val records (shapelm.train.evaluator.HELDOUT_SPLIT).
+HELDOUT_SPLIT = "train_heldout"
+
+
+def metrics_line(record: dict[str, Any]) -> str:
+    """One metrics.jsonl line: a step record ({"step", "loss", "tokens", "tokens_per_s", ...}) or
+    a val record ({"kind": "val", "step", "tokens", "train_heldout": {"loss", "ppl"}, "sets",
+    "aggregate"})."""
+    if "step" not in record:
+        raise RecordError(f"metrics.jsonl record without a 'step': {sorted(record)}")
+    return json.dumps(record, sort_keys=False) + "\n"
+
+
+def read_metrics(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The records of a metrics.jsonl, in order (none where the file does not exist). Lines that
+    are not a JSON object (a line torn by a kill) are skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                yield rec
+
+
+def is_val(record: dict[str, Any]) -> bool:
+    return record.get("kind") == VAL_KIND
