@@ -48,21 +48,29 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from shapelm.config import TrainRecipe
+from shapelm.config import TrainRecipe, section_defaults
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
 
 log = logging.getLogger(__name__)
 
 
+#: The schema's `longctx:` defaults (config.schema.yaml), the one home of those it holds.
+_DEFAULTS = section_defaults("longctx")
+
+
 @dataclass
 class FinetuneConfig:
-    steps: int = 400
+    """The finetune's recipe; the defaults the config schema's `longctx:` section holds come
+    from it (steps, batch, micro_batch, factor, checkpoint_every), the others live here (the
+    `shapelm longctx finetune` options default to these)."""
+
+    steps: int = _DEFAULTS["finetune_steps"]
     lr: float = 2e-5
-    batch: int = 64  # global batch in segments
-    micro_batch: int = 1
+    batch: int = _DEFAULTS["finetune_batch"]  # global batch in segments
+    micro_batch: int = _DEFAULTS["micro_batch"]
     seq_len: int = 65_536  # tokens per segment (inputs are seq_len - 1 tokens, labels shifted)
-    factor: float | None = 16.0  # None: seq_len / original
+    factor: float | None = float(_DEFAULTS["factor"])  # None: seq_len / original
     original: int = 4096
     warmup: int = 20
     schedule: str = "linear"  # "linear" (warm-up, linear decay to 0) or "constant"
@@ -74,7 +82,7 @@ class FinetuneConfig:
     seed: int = 42
     loss_chunk_tokens: int = 4096
     activation_checkpointing: bool = True
-    checkpoint_every: int = 50
+    checkpoint_every: int = _DEFAULTS["checkpoint_every"]
     keep_checkpoints: int = 2
     device: str = "auto"
     autocast_dtype: str = "bfloat16"  # on CUDA; parameters and optimizer stay fp32
