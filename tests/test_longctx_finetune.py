@@ -193,3 +193,33 @@ def test_finetune_defaults_live_in_the_schema_and_the_config():
         d["lengths"], d["proofpile_min_tokens"], d["proofpile_num_docs"])
     gen = parser.parse_args(["longctx", "ruler-generate", "--tokenizer", "t", "--out", "o"])
     assert (gen.lengths, gen.samples) == (d["lengths"], d["ruler_samples"])
+
+
+def test_one_step_loop_runs_pretraining_and_the_finetune():
+    """The finetune is a recipe handed to pretraining's step loop (train.loop.run_steps): no
+    module but train/loop.py calls `update` or `agree_to_stop`, and both trainers call
+    run_steps."""
+    import ast
+    from pathlib import Path
+
+    import shapelm
+
+    def called(node) -> str | None:
+        if not isinstance(node, ast.Call):
+            return None
+        f = node.func
+        if isinstance(f, ast.Name):
+            return f.id
+        if isinstance(f, ast.Attribute) and (f.attr != "update" or ast.unparse(f.value) == "loop"):
+            return f.attr
+        return None
+
+    root = Path(shapelm.__file__).parent
+    by_name: dict[str, set[str]] = {"update": set(), "agree_to_stop": set(), "run_steps": set()}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            name = called(node)
+            if name in by_name:
+                by_name[name].add(path.relative_to(root).as_posix())
+    assert by_name["update"] == by_name["agree_to_stop"] == {"train/loop.py"}
+    assert by_name["run_steps"] == {"train/loop.py", "longctx/finetune.py"}
