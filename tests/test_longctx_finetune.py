@@ -165,3 +165,61 @@ def test_one_module_steps_an_optimizer():
                     and node.func.attr == "step" and "opt" in ast.unparse(node.func.value).lower()):
                 stepping.add(path.relative_to(root).as_posix())
     assert stepping == {"train/loop.py"}
+
+
+def test_finetune_defaults_live_in_the_schema_and_the_config():
+    """The schema's `longctx:` defaults are FinetuneConfig's, and the CLI's options default to
+    FinetuneConfig's (and the schema's): one home per default."""
+    import argparse
+
+    from shapelm.config import section_defaults
+    from shapelm.longctx import cli
+
+    d = section_defaults("longctx")
+    cfg = FinetuneConfig()
+    assert (cfg.steps, cfg.batch, cfg.micro_batch, cfg.factor, cfg.checkpoint_every) == (
+        d["finetune_steps"], d["finetune_batch"], d["micro_batch"], d["factor"], d["checkpoint_every"])
+    assert isinstance(cfg.factor, float)  # a resumed finetune's fingerprint holds 16.0
+
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers())
+    args = parser.parse_args(["longctx", "finetune", "--model", "m", "--data", "d", "--out", "o"])
+    assert cli.finetune_config(args) == cfg
+    args = parser.parse_args(["longctx", "finetune", "--model", "m", "--data", "d", "--out", "o",
+                              "--steps", "7", "--factor", "4", "--no-activation-checkpointing"])
+    assert cli.finetune_config(args) == FinetuneConfig(steps=7, factor=4.0, activation_checkpointing=False)
+    pp = parser.parse_args(["longctx", "proofpile", "--model", "m", "--docs", "d", "--out", "o"])
+    assert (pp.lengths, pp.min_tokens, pp.num_docs) == (
+        d["lengths"], d["proofpile_min_tokens"], d["proofpile_num_docs"])
+    gen = parser.parse_args(["longctx", "ruler-generate", "--tokenizer", "t", "--out", "o"])
+    assert (gen.lengths, gen.samples) == (d["lengths"], d["ruler_samples"])
+
+
+def test_one_step_loop_runs_pretraining_and_the_finetune():
+    """The finetune is a recipe handed to pretraining's step loop (train.loop.run_steps): no
+    module but train/loop.py calls `update` or `agree_to_stop`, and both trainers call
+    run_steps."""
+    import ast
+    from pathlib import Path
+
+    import shapelm
+
+    def called(node) -> str | None:
+        if not isinstance(node, ast.Call):
+            return None
+        f = node.func
+        if isinstance(f, ast.Name):
+            return f.id
+        if isinstance(f, ast.Attribute) and (f.attr != "update" or ast.unparse(f.value) == "loop"):
+            return f.attr
+        return None
+
+    root = Path(shapelm.__file__).parent
+    by_name: dict[str, set[str]] = {"update": set(), "agree_to_stop": set(), "run_steps": set()}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            name = called(node)
+            if name in by_name:
+                by_name[name].add(path.relative_to(root).as_posix())
+    assert by_name["update"] == by_name["agree_to_stop"] == {"train/loop.py"}
+    assert by_name["run_steps"] == {"train/loop.py", "longctx/finetune.py"}

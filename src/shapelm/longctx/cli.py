@@ -12,8 +12,16 @@ import json
 import os
 from pathlib import Path
 
+from shapelm.config import section_defaults
 from shapelm.errors import ConfigError
 from shapelm.records import ProofpileRecord, RulerRecord
+
+#: The schema's `longctx:` defaults (config.schema.yaml): the options below default to them,
+#: and the finetune's others to FinetuneConfig's (an option without a default is not passed on).
+DEFAULTS = section_defaults("longctx")
+#: `finetune` options that are FinetuneConfig fields of the same name.
+FINETUNE_OPTIONS = ("steps", "lr", "batch", "micro_batch", "seq_len", "factor", "original", "warmup",
+                    "schedule", "seed", "loss_chunk_tokens", "checkpoint_every", "device")
 
 
 def _ints(s: str) -> list[int]:
@@ -95,15 +103,19 @@ def _run_name(args) -> str:
     return p.parent.name if p.name == "final" else p.name
 
 
-def cmd_finetune(args) -> int:
-    from shapelm.longctx.finetune import FinetuneConfig, yarn_finetune
+def finetune_config(args):
+    """The FinetuneConfig of `shapelm longctx finetune ARGS`: the options given, its defaults
+    for the others."""
+    from shapelm.longctx.finetune import FinetuneConfig
 
-    cfg = FinetuneConfig(
-        steps=args.steps, lr=args.lr, batch=args.batch, micro_batch=args.micro_batch, seq_len=args.seq_len,
-        factor=args.factor, original=args.original, warmup=args.warmup, schedule=args.schedule,
-        seed=args.seed, loss_chunk_tokens=args.loss_chunk_tokens, checkpoint_every=args.checkpoint_every,
-        device=args.device, activation_checkpointing=not args.no_activation_checkpointing,
-    )
+    given = {k: getattr(args, k) for k in FINETUNE_OPTIONS if getattr(args, k) is not None}
+    return FinetuneConfig(**given, activation_checkpointing=not args.no_activation_checkpointing)
+
+
+def cmd_finetune(args) -> int:
+    from shapelm.longctx.finetune import yarn_finetune
+
+    cfg = finetune_config(args)
     result = yarn_finetune(args.model, args.data, args.out, cfg, tokenizer=_tokenizer(args.tokenizer),
                            split=args.split or None, max_steps_this_call=args.max_steps_this_call,
                            time_limit_min=args.time_limit, stop_margin_s=args.stop_margin)
@@ -204,21 +216,28 @@ def add_commands(subparsers) -> None:
                    help="this job's wall-clock limit: checkpoint and exit 138 before it runs out")
     p.add_argument("--stop-margin", type=float, default=120.0, metavar="S",
                    help="seconds kept free before --time-limit for the checkpoint (default 120)")
-    p.add_argument("--steps", type=int, default=400, help="optimizer steps")
-    p.add_argument("--lr", type=float, default=2e-5, help="peak learning rate")
-    p.add_argument("--batch", type=int, default=64, help="global batch (segments)")
-    p.add_argument("--micro-batch", type=int, default=1, help="segments per forward pass and process")
-    p.add_argument("--seq-len", type=int, default=65_536, help="tokens per segment (the extended context)")
-    p.add_argument("--factor", type=float, default=16.0, help="YaRN scale s (default 16: 4096 -> 65,536)")
-    p.add_argument("--original", type=int, default=4096, help="original context length L0")
-    p.add_argument("--warmup", type=int, default=20, help="warm-up steps")
-    p.add_argument("--schedule", choices=["linear", "constant"], default="linear",
-                   help="after warm-up: linear decay to 0 (yarn's DeepSpeed WarmupDecayLR) or constant")
-    p.add_argument("--seed", type=int, default=42, help="random seed")
-    p.add_argument("--loss-chunk-tokens", type=int, default=4096,
+    # Defaults: the schema's longctx ones (as FinetuneConfig's); an option without one here
+    # takes FinetuneConfig's (None: not passed on).
+    p.add_argument("--steps", type=int, default=DEFAULTS["finetune_steps"], help="optimizer steps")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the paper's)")
+    p.add_argument("--batch", type=int, default=DEFAULTS["finetune_batch"], help="global batch (segments)")
+    p.add_argument("--micro-batch", type=int, default=DEFAULTS["micro_batch"],
+                   help="segments per forward pass and process")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="tokens per segment (the extended context; default: the paper's)")
+    p.add_argument("--factor", type=float, default=float(DEFAULTS["factor"]), help="YaRN scale s")
+    p.add_argument("--original", type=int, default=None,
+                   help="original context length L0 (default: the paper's)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: the paper's)")
+    p.add_argument("--schedule", choices=["linear", "constant"], default=None,
+                   help="after warm-up: linear decay to 0 (yarn's DeepSpeed WarmupDecayLR; the "
+                        "default) or constant")
+    p.add_argument("--seed", type=int, default=None, help="random seed")
+    p.add_argument("--loss-chunk-tokens", type=int, default=None,
                    help="tokens per chunk of the cross-entropy (bounds the logits' memory)")
-    p.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA where available)")
+    p.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
+                   help="steps between checkpoints")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (the default: CUDA where available)")
     p.add_argument("--no-activation-checkpointing", action="store_true",
                    help="keep every block's activations (faster, more memory)")
     p.add_argument("--max-steps-this-call", type=int, default=None, help=argparse.SUPPRESS)
@@ -230,10 +249,11 @@ def add_commands(subparsers) -> None:
                    help="token dir, .jsonl(.gz), .parquet, .json, .txt, a dir of them, or hf:OWNER/NAME[/DIR]")
     p.add_argument("--split", default="test", help="split to read when the source holds several ('' for all)")
     p.add_argument("--tokenizer", default=None, help="needed for text sources")
-    p.add_argument("--lengths", type=_ints, default=[4096, 8192, 16384, 32768, 65536],
+    p.add_argument("--lengths", type=_ints, default=DEFAULTS["lengths"],
                    help="context lengths, comma-separated")
-    p.add_argument("--min-tokens", type=int, default=131_072, help="documents shorter than this are skipped")
-    p.add_argument("--num-docs", type=int, default=10, help="documents scored")
+    p.add_argument("--min-tokens", type=int, default=DEFAULTS["proofpile_min_tokens"],
+                   help="documents shorter than this are skipped")
+    p.add_argument("--num-docs", type=int, default=DEFAULTS["proofpile_num_docs"], help="documents scored")
     p.add_argument("--text-key", default="text", help="the JSON field holding a document's text")
     p.add_argument("--loss-chunk-tokens", type=int, default=4096,
                    help="tokens per chunk of the cross-entropy (bounds the logits' memory)")
@@ -243,9 +263,9 @@ def add_commands(subparsers) -> None:
     p = sub.add_parser("ruler-generate", help="write RULER samples for every task and length")
     p.add_argument("--tokenizer", required=True,
                    help="tokenizer: a tokenizer.json, a directory holding one, or a cached hub id")
-    p.add_argument("--lengths", type=_ints, default=[4096, 8192, 16384, 32768, 65536],
+    p.add_argument("--lengths", type=_ints, default=DEFAULTS["lengths"],
                    help="context lengths, comma-separated")
-    p.add_argument("--samples", type=int, default=500, help="samples per task and length")
+    p.add_argument("--samples", type=int, default=DEFAULTS["ruler_samples"], help="samples per task and length")
     p.add_argument("--tasks", type=_names, default=None, help="comma-separated (default: all 13)")
     p.add_argument("--essays", default=None, help="PaulGrahamEssays.json, .txt, dir of .txt or token dir")
     p.add_argument("--squad", default=None, help="SQuAD v2 dev JSON, or its HF rows (hf:rajpurkar/squad_v2/squad_v2)")

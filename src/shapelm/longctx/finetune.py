@@ -11,10 +11,12 @@ PyTorch path defaults to ``get_linear_schedule_with_warmup``, the same shape. He
 ``--lr-schedule constant``) is available. Both give lr = 0 on the first update, as HF's and
 DeepSpeed's schedulers do.
 
-Updates: the finetune is a pretraining recipe (:func:`finetune_recipe`) and each update is
-pretraining's :func:`shapelm.train.loop.update` (AdamW, accumulation, the non-finite check),
-its checkpoints pretraining's (:mod:`shapelm.train.state`); this module owns the schedule, the
-segment order and the loop around the updates.
+Updates: the finetune is a recipe handed to pretraining's step loop. :func:`finetune_recipe`
+is a pretraining recipe; the loop is :func:`shapelm.train.loop.run_steps` (the stop agreement on
+signals and the time limit, each update through :func:`shapelm.train.loop.update`: AdamW,
+accumulation, the non-finite check; the checkpoint cadence and the checkpoint on stop), its
+checkpoints pretraining's (:mod:`shapelm.train.state`). This module owns the schedule
+(:func:`lr_factor`), the segment order, the initial weights and the metrics records.
 
 Memory: each block runs under activation checkpointing (``set_recompute("full")``) and the
 loss is computed in vocabulary chunks (``loss_chunk_tokens``), so a 65,536-token segment never
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -47,21 +48,29 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from shapelm.config import TrainRecipe
+from shapelm.config import TrainRecipe, section_defaults
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
 
 log = logging.getLogger(__name__)
 
 
+#: The schema's `longctx:` defaults (config.schema.yaml), the one home of those it holds.
+_DEFAULTS = section_defaults("longctx")
+
+
 @dataclass
 class FinetuneConfig:
-    steps: int = 400
+    """The finetune's recipe; the defaults the config schema's `longctx:` section holds come
+    from it (steps, batch, micro_batch, factor, checkpoint_every), the others live here (the
+    `shapelm longctx finetune` options default to these)."""
+
+    steps: int = _DEFAULTS["finetune_steps"]
     lr: float = 2e-5
-    batch: int = 64  # global batch in segments
-    micro_batch: int = 1
+    batch: int = _DEFAULTS["finetune_batch"]  # global batch in segments
+    micro_batch: int = _DEFAULTS["micro_batch"]
     seq_len: int = 65_536  # tokens per segment (inputs are seq_len - 1 tokens, labels shifted)
-    factor: float | None = 16.0  # None: seq_len / original
+    factor: float | None = float(_DEFAULTS["factor"])  # None: seq_len / original
     original: int = 4096
     warmup: int = 20
     schedule: str = "linear"  # "linear" (warm-up, linear decay to 0) or "constant"
@@ -73,7 +82,7 @@ class FinetuneConfig:
     seed: int = 42
     loss_chunk_tokens: int = 4096
     activation_checkpointing: bool = True
-    checkpoint_every: int = 50
+    checkpoint_every: int = _DEFAULTS["checkpoint_every"]
     keep_checkpoints: int = 2
     device: str = "auto"
     autocast_dtype: str = "bfloat16"  # on CUDA; parameters and optimizer stay fp32
@@ -278,22 +287,25 @@ def micro_batches(segments: SegmentData, step: int, cfg: FinetuneConfig, env, ac
 
 
 def _nonfinite_error(step: int, loss: float, grad_norm: float | None) -> DataError:
+    """The non-finite update `step` (1-based, the step of its metrics record)."""
     return DataError(f"finetune: non-finite loss {loss} (grad norm {grad_norm}) at step {step}; "
                      f"no update was applied")
 
 
 def _save(out: Path, step: int, model, optimizer, run_cfg: dict, cfg: FinetuneConfig,
-          recipe: TrainRecipe, env) -> Path:
+          recipe: TrainRecipe, env):
     """Pretraining's checkpoint of `step` (shapelm.train.state; a collective), its schedule
-    the finetune's."""
+    the finetune's; written and sealed (the PendingCheckpoint)."""
     from shapelm.train.state import save_checkpoint
 
     rhash, rcontent = resume_fingerprint(run_cfg)
     scheduler = {"kind": f"yarn_{cfg.schedule}", "step": step, "peak_lr": cfg.lr,
                  "warmup_steps": cfg.warmup, "total_steps": cfg.steps,
                  "last_lr": cfg.lr * lr_factor(step - 1, cfg.warmup, cfg.steps, cfg.schedule) if step else 0.0}
-    return save_checkpoint(out, step, model, optimizer, env, recipe, rhash, rcontent,
-                           {"kind": "yarn_finetune"}, scheduler=scheduler).seal()
+    pending = save_checkpoint(out, step, model, optimizer, env, recipe, rhash, rcontent,
+                              {"kind": "yarn_finetune"}, scheduler=scheduler)
+    pending.seal()
+    return pending
 
 
 def yarn_finetune(
@@ -401,46 +413,45 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
 
     amp_ctx = (lambda: torch.autocast(env.device.type, dtype=amp)) if amp else contextlib.nullcontext
     model.train()
-    start = last_saved = step  # the state at `start` is on disk: a checkpoint or the base model
-    status, stop_signal, step_seconds = "completed", None, 0.0
+    start = step  # the state at `start` is on disk: a checkpoint or the base model
+    stop = cfg.steps if max_steps_this_call is None else min(cfg.steps, start + max_steps_this_call)
+    tokens_per_rank = accum * cfg.micro_batch * (cfg.seq_len - 1)  # every label counts
     metrics = MetricsLog(out / "metrics.jsonl", start, enabled=env.is_main)
+
+    def record(step: int, lr: float, out_: tuple, took: float) -> dict[str, Any]:
+        loss, _, _, grad_norm = out_
+        rec = {"step": step, "loss": loss, "lr": lr, "tokens": step * cfg.batch * (cfg.seq_len - 1),
+               "seconds": round(took, 3)}
+        if grad_norm is not None:
+            rec["grad_norm"] = grad_norm
+        metrics.write(rec)
+        if env.is_main:  # one line a step in the job log, not one per rank
+            log.info("step %d/%d loss %.4f lr %.3g", step, cfg.steps, loss, lr)
+        return rec
+
+    def save(step: int, extra: dict[str, Any], background: bool):
+        # written at once, meta "kind": "yarn_finetune" (not run_steps' `extra`), as before
+        t_save = time.perf_counter()
+        pending = _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
+        # the stop must leave room for a checkpoint as slow as this one (minutes at 8B)
+        preempt.margin_s = max(stop_margin_s, 1.5 * (time.perf_counter() - t_save))
+        return pending
+
+    # Pretraining's step loop (stop agreement, update, checkpoint cadence, the checkpoint on
+    # stop) with the finetune's data, schedule (lr_factor of the 0-based step) and records.
+    # FSDP reduce-scatters each micro-batch's gradients: no unsharded gradient is kept between
+    # micro-batches (8B of them would not fit).
     try:
-        while step < cfg.steps:
-            if max_steps_this_call is not None and step - start >= max_steps_this_call:
-                status = "stopped"
-                break
-            stop_signal, _ = loop.agree_to_stop(preempt, step_seconds, env)  # a signal, or the time limit
-            if stop_signal:
-                status = "preempted"
-                break
-            t0 = time.perf_counter()
-            lr = cfg.lr * lr_factor(step, cfg.warmup, cfg.steps, cfg.schedule)
-            # FSDP reduce-scatters each micro-batch's gradients: no unsharded gradient is kept
-            # between micro-batches (8B of them would not fit).
-            total, _, _, grad_norm = loop.update(
-                model, forward, optimizer, trainable, micro_batches(segments, step, cfg, env, accum),
-                cfg.batch * (cfg.seq_len - 1), lr, recipe, env, amp_ctx,
-                functools.partial(_nonfinite_error, step), sync_each_micro_batch=True)
-            step += 1
-            took = time.perf_counter() - t0
-            step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
-            rec = {"step": step, "loss": total, "lr": lr, "tokens": step * cfg.batch * (cfg.seq_len - 1),
-                   "seconds": round(took, 3)}
-            if grad_norm is not None:
-                rec["grad_norm"] = grad_norm
-            metrics.write(rec)
-            if env.is_main:  # one line a step in the job log, not one per rank
-                log.info("step %d/%d loss %.4f lr %.3g", step, cfg.steps, total, lr)
-            if on_step is not None:
-                on_step(rec)
-            if step % cfg.checkpoint_every == 0 and step < cfg.steps:
-                t_save = time.perf_counter()
-                _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
-                last_saved = step
-                # the stop must leave room for a checkpoint as slow as this one (minutes at 8B)
-                preempt.margin_s = max(stop_margin_s, 1.5 * (time.perf_counter() - t_save))
+        done = loop.run_steps(
+            model, forward, optimizer, trainable, recipe, env, amp_ctx, preempt,
+            start=start, stop=stop, total=cfg.steps, saved=start, out_dir=out,
+            batches=lambda step: (micro_batches(segments, step - 1, cfg, env, accum), tokens_per_rank),
+            lr_at=lambda step: cfg.lr * lr_factor(step - 1, cfg.warmup, cfg.steps, cfg.schedule),
+            record=record, save=save, nonfinite_error=_nonfinite_error, on_step=on_step,
+            sync_each_micro_batch=True)
     finally:
         metrics.close()
+    status, step, stop_signal = done.status, done.step, done.signal
 
     if status == "completed":
         info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
@@ -449,11 +460,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
             (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
         barrier(env)
         return FinetuneResult("completed", step, cfg.steps, final)
-    if step != last_saved:
-        path = _save(out, step, model, optimizer, run_cfg, cfg, recipe, env)
-    else:
-        found = ckpt.latest_valid(out, verify=False)
-        path = found[1] if found else None  # None: no update yet
+    path = done.checkpoint  # None: no update yet
     if status == "preempted" and env.is_main:
         log.warning("stopped by %s at step %d: checkpoint %s; exit %d",
                     signal.Signals(stop_signal).name, step, path, 128 + stop_signal)

@@ -376,76 +376,68 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                    mininterval=0.5 if sys.stderr.isatty() else 30.0)
 
     amp_ctx = (lambda: torch.autocast(env.device.type, dtype=amp)) if amp else contextlib.nullcontext
-    last_saved = start_step if resume else None
-    in_flight = None  # the previous periodic save, sealed before the next save or the end
-    t_last, step_last = time.perf_counter(), start_step
-    step_seconds = 0.0  # running pace of one update, for the time-limit stop
-    status, step = "completed", start_step
-    try:
-        for step in range(start_step + 1, stop + 1):
-            t_step = time.perf_counter()
-            batches, local = micro_batches(store, step, recipe, env, accum)
-            if env.is_main:
-                preempt.hold_for_signal(run_config.get("name", ""), step, out_dir / "HOLDING")
-            # Every rank stops at the same step (the agreement carries the token count). A step
-            # that evaluates needs the time of the last evaluation too.
-            evaluates = evaluator is not None and is_due(step, recipe, total)
-            stop_signal, (n_global,) = agree_to_stop(
-                preempt, step_seconds + (evaluator.seconds if evaluates else 0.0), env, local)
-            if stop_signal:
-                step -= 1  # the state is that after the previous update
-                status = "preempted"
-                break
-            if n_global == 0:
-                raise all_masked_error(store, step, recipe)
-            lr = lr_at(step, recipe)
-            loss, ce_loss, z_loss, grad_norm = update(
-                model, forward, optimizer, trainable, batches, n_global, lr, recipe, env, amp_ctx,
-                functools.partial(_nonfinite_error, metrics, out_dir, env, step))
-            took = time.perf_counter() - t_step
-            step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
+    name = run_config.get("name", "")
+    t_last, step_last = time.perf_counter(), start_step  # throughput since the last record
 
-            record = {"step": step, "tokens": step * recipe.batch_tokens, "loss": loss,
-                      "ce_loss": ce_loss, "z_loss": z_loss, "lr": lr, "grad_norm": grad_norm}
+    def before(step: int) -> float:
+        if env.is_main:
+            preempt.hold_for_signal(name, step, out_dir / "HOLDING")
+        # a step that evaluates needs the time of the last evaluation too
+        return evaluator.seconds if evaluator is not None and is_due(step, recipe, total) else 0.0
+
+    def record(step: int, lr: float, out: tuple, took: float) -> dict[str, Any]:
+        nonlocal t_last, step_last
+        loss, ce_loss, z_loss, grad_norm = out
+        rec = {"step": step, "tokens": step * recipe.batch_tokens, "loss": loss,
+               "ce_loss": ce_loss, "z_loss": z_loss, "lr": lr, "grad_norm": grad_norm}
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+        if step % recipe.log_every == 0 or step == start_step + 1 or step == stop:
+            now = time.perf_counter()
+            tps = (step - step_last) * recipe.batch_tokens / max(now - t_last, 1e-9)
+            mfu = train_flops * tps / (peak * env.world_size) if peak else None
+            rec.update({"tokens_per_s": tps, "mfu": mfu, **max_memory(), "time": time.time()})
+            metrics.write(rec)
+            t_last, step_last = now, step
+        return rec
+
+    def after(step: int) -> None:
+        nonlocal t_last, step_last
+        if evaluator is None or not is_due(step, recipe, total):
+            return
+        val = evaluator.run(model, step)  # before the checkpoint: a checkpoint implies it
+        metrics.write(val)
+        if env.is_main:
+            line = summary_line(val, total)
+            log.info("%s", line)
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
-            if step % recipe.log_every == 0 or step == start_step + 1 or step == stop:
-                now = time.perf_counter()
-                tps = (step - step_last) * recipe.batch_tokens / max(now - t_last, 1e-9)
-                mfu = train_flops * tps / (peak * env.world_size) if peak else None
-                record.update({"tokens_per_s": tps, "mfu": mfu, **max_memory(),
-                               "time": time.time()})
-                metrics.write(record)
-                t_last, step_last = now, step
-            if on_step is not None:
-                on_step(record)
-            if evaluates:  # before the checkpoint: a checkpoint at `step` implies its evaluation
-                val = evaluator.run(model, step)
-                metrics.write(val)
-                if env.is_main:
-                    line = summary_line(val, total)
-                    log.info("%s", line)
-                    if bar is not None:
-                        bar.write(line, file=sys.stderr)
-                t_last, step_last = time.perf_counter(), step  # evaluation time is not throughput
-            if step % recipe.checkpoint_every == 0 and step < total:
-                if in_flight is not None:
-                    in_flight.seal()
-                in_flight = save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash,
-                                            rcontent, {"loss": loss}, recipe.async_checkpoint)
-                last_saved = step
-                t_last, step_last = time.perf_counter(), step  # checkpoint time is not throughput
-        else:
-            status = "completed" if stop == total else "stopped"
+                bar.write(line, file=sys.stderr)
+        t_last, step_last = time.perf_counter(), step  # evaluation time is not throughput
+
+    def save(step: int, extra: dict[str, Any], background: bool):
+        nonlocal t_last, step_last
+        pending = save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
+                                  extra, background)
+        t_last, step_last = time.perf_counter(), step  # checkpoint time is not throughput
+        return pending
+
+    try:
+        done = run_steps(
+            model, forward, optimizer, trainable, recipe, env, amp_ctx, preempt,
+            start=start_step, stop=stop, total=total, saved=start_step if resume else None,
+            out_dir=out_dir, batches=lambda step: micro_batches(store, step, recipe, env, accum),
+            lr_at=lambda step: lr_at(step, recipe), record=record, save=save,
+            nonfinite_error=functools.partial(_nonfinite_error, metrics, out_dir, env),
+            no_labels_error=lambda step: all_masked_error(store, step, recipe),
+            before=before, after=after, on_step=on_step)
     finally:
         if bar is not None:
             bar.close()
         metrics.close()
 
-    if in_flight is not None:
-        in_flight.seal()
-    if status == "completed":
+    step = done.step
+    if done.status == "completed":
         info = {"step": step, "tokens": step * recipe.batch_tokens, "recipe_hash": rhash,
                 "config_hash": run_config.get("hash") or config_hash(run_config),
                 "name": run_config.get("name")}
@@ -453,13 +445,99 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         if env.is_main:
             log.info("training complete: %s", final)
         return TrainResult("completed", step, total, out_dir, checkpoint=final)
-    if last_saved != step:
-        path = save_checkpoint(out_dir, step, model, optimizer, env, recipe, rhash, rcontent,
-                               {"reason": status}).seal()
+    return _interrupted(done.status, step, total, out_dir, done.checkpoint, preempt)
+
+
+@dataclass
+class StepsOutcome:
+    """What `run_steps` ends with: `status` "completed" (every update up to `total` made),
+    "stopped" (at `stop` < `total`) or "preempted" (a signal or the time limit: `signal`);
+    `step` the state's update; `checkpoint` the checkpoint holding it when not completed
+    (None: no update and nothing saved yet)."""
+
+    status: str
+    step: int
+    signal: int = 0
+    checkpoint: Path | None = None
+
+
+def run_steps(model, forward, optimizer, trainable, recipe: TrainRecipe, env: DistEnv, amp_ctx,
+              preempt: Preemption, *, start: int, stop: int, total: int, saved: int | None,
+              out_dir: Path,
+              batches: Callable[[int], tuple[list, int]],
+              lr_at: Callable[[int], float],
+              record: Callable[[int, float, tuple, float], dict[str, Any]],
+              save: Callable[[int, dict[str, Any], bool], Any],
+              nonfinite_error: Callable[..., Exception],
+              no_labels_error: Callable[[int], Exception] | None = None,
+              before: Callable[[int], float] | None = None,
+              after: Callable[[int], None] | None = None,
+              on_step: Callable[[dict[str, Any]], None] | None = None,
+              sync_each_micro_batch: bool = False) -> StepsOutcome:
+    """The one step loop of shapelm (pretraining's `train` and the YaRN finetune): updates
+    `start + 1 .. stop` (1-based) of a `total`-update schedule, each one `update`.
+
+    Per update `step`, on every rank: `batches(step)` gives this rank's (inputs, labels) micro
+    batches and its labelled-token count; `before(step)` (optional) runs next and returns the
+    extra seconds the step needs beyond an update (an evaluation); every rank then agrees
+    whether to stop (`agree_to_stop`: a signal, or the time limit no longer holding the margin
+    and two steps), which also sums the token counts (0: `no_labels_error(step)`). The update
+    runs at `lr_at(step)`; `record(step, lr, (loss, ce, z, grad norm), seconds)` returns the
+    step's metrics record (and writes or logs it), `on_step(record)` sees it, `after(step)`
+    runs (an evaluation, before the checkpoint that implies it), and every
+    `recipe.checkpoint_every` updates before `total` `save(step, {"loss": loss},
+    recipe.async_checkpoint)` writes a checkpoint (a PendingCheckpoint, sealed before the next
+    save or at the end). `nonfinite_error(step, loss, grad_norm)` is raised by a non-finite
+    update. `saved`: the update whose state is already on disk at `start` (None: none).
+
+    A run that does not complete ends with the checkpoint of its last update:
+    `save(step, {"reason": status}, False)` unless that update is `saved` (then the newest
+    valid checkpoint of `out_dir`)."""
+    in_flight = None  # the previous periodic save, sealed before the next save or the end
+    step_seconds = 0.0  # running pace of one update, for the time-limit stop
+    status, step, stop_signal = "completed", start, 0
+    for step in range(start + 1, stop + 1):
+        t_step = time.perf_counter()
+        micro, local = batches(step)
+        extra = before(step) if before is not None else 0.0
+        # Every rank stops at the same step (the agreement carries the token count).
+        stop_signal, (n_global,) = agree_to_stop(preempt, step_seconds + extra, env, local)
+        if stop_signal:
+            step -= 1  # the state is that after the previous update
+            status = "preempted"
+            break
+        if n_global == 0:
+            raise (no_labels_error(step) if no_labels_error is not None
+                   else DataError(f"update {step} has no labelled token"))
+        lr = lr_at(step)
+        out = update(model, forward, optimizer, trainable, micro, n_global, lr, recipe, env,
+                     amp_ctx, functools.partial(nonfinite_error, step),
+                     sync_each_micro_batch=sync_each_micro_batch)
+        del micro
+        took = time.perf_counter() - t_step
+        step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
+        rec = record(step, lr, out, took)
+        if on_step is not None:
+            on_step(rec)
+        if after is not None:
+            after(step)
+        if step % recipe.checkpoint_every == 0 and step < total:
+            if in_flight is not None:
+                in_flight.seal()
+            in_flight = save(step, {"loss": out[0]}, recipe.async_checkpoint)
+            saved = step
+    else:
+        status = "completed" if stop >= total else "stopped"
+    if in_flight is not None:
+        in_flight.seal()
+    if status == "completed":
+        return StepsOutcome(status, step)
+    if saved != step:
+        path = save(step, {"reason": status}, False).seal()
     else:
         found = ckpt.latest_valid(out_dir, verify=False)
         path = found[1] if found else None
-    return _interrupted(status, step, total, out_dir, path, preempt)
+    return StepsOutcome(status, step, stop_signal, path)
 
 
 def agree_to_stop(preempt: Preemption, step_seconds: float, env: DistEnv,
