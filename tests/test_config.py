@@ -147,3 +147,27 @@ def test_yarn_factor_is_finite_and_at_least_one(factor):
     model["rope_scaling"] = {"type": "yarn", "factor": factor, "original_max_position_embeddings": 16}
     with pytest.raises(ConfigError, match="rope_scaling.factor"):
         ModelConfig.from_dict(model)
+
+
+def test_the_mixer_list_has_one_home():
+    """The schema's `arch.mixer` enum and the modules of the decoder name the mixers of
+    shapelm.model.config.MIXERS (less "none": a layer without a mixer is not a spec option)."""
+    from shapelm.config import config_schema
+    from shapelm.model.config import MIXERS
+    from shapelm.model.transformer import MIXER_MODULES
+
+    def enums(node):
+        if isinstance(node, dict):
+            if "mixer" in node.get("properties", {}) and "enum" in node["properties"]["mixer"]:
+                yield node["properties"]["mixer"]["enum"]
+            for value in node.values():
+                yield from enums(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from enums(value)
+
+    found = list(enums(config_schema()))
+    assert found, "no mixer enum in the schema"
+    spec_mixers = [m for m in MIXERS if m != "none"]
+    assert all(e == spec_mixers for e in found), found
+    assert list(MIXER_MODULES) == spec_mixers

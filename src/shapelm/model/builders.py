@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from shapelm.errors import ConfigError
 from shapelm.model.config import (
-    CMS_BASE_CHUNK, CMS_LR, GATES, NORM_PLACEMENTS, TITANS_DEFAULTS, TITANS_VARIANTS, AttentionShape, LayerShape,
-    ModelConfig,
+    CMS_BASE_CHUNK, CMS_LR, GATES, MIXERS, NORM_PLACEMENTS, TITANS_DEFAULTS, TITANS_VARIANTS, AttentionShape,
+    LayerShape, ModelConfig,
 )
 
 # Keys every kind accepts: global model settings.
@@ -139,7 +139,7 @@ def _with_mixer(layers: list[LayerShape], spec: Spec) -> list[LayerShape]:
     hope_attention), its `gate` (gated attention), Titans' fields or Hope-attention's CMS."""
     if not any(spec.has(key) for key in MIXER_KEYS):
         return layers
-    mixer = spec.choice("mixer", ("attention", "gated_attention", "titans", "hope_attention"), "attention")
+    mixer = spec.choice("mixer", tuple(m for m in MIXERS if m != "none"), "attention")
     if mixer != "attention" and not any(layer.attention for layer in layers):
         raise ConfigError(f"{spec.name('mixer')}: {mixer} is a token mixer of attention layers, and "
                           "this model has none (attention: false would train an FFN-only model)")

@@ -47,10 +47,6 @@ def fit_log_compute(compute: Sequence[float], acc: Sequence[float]) -> Fit | Non
     return Fit(a, b, r2, n)
 
 
-def compute_at(fit: Fit, acc: float) -> float:
-    return 10 ** ((acc - fit.a) / fit.b)
-
-
 def compute_saving(conv: Fit, hg: Fit, acc: float) -> float:
     """1 - C_hg / C_conv at matched accuracy `acc`."""
     return 1 - 10 ** ((acc - hg.a) / hg.b - (acc - conv.a) / conv.b)
@@ -140,10 +136,6 @@ def _status(c: Claim) -> str:
             return "match"
         return "documented" if c.note else "MISMATCH"
     return "measured"
-
-
-def _fmt(x: float | None, style: str) -> str:
-    return F.PENDING if x is None else F.fmt_default(x, style)
 
 
 def derived_claims(ctx: Context) -> list[Claim]:
