@@ -22,10 +22,3 @@ def one_thread():
 def _deterministic_seed():
     torch.manual_seed(0)
     yield
-
-
-def tiny_arch(**overrides):
-    arch = {"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4,
-            "vocab_size": 97, "max_seq_len": 64}
-    arch.update(overrides)
-    return arch

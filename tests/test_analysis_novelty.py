@@ -14,7 +14,7 @@ from shapelm.cli import main
 from shapelm.data.tokens import write_token_dir
 from shapelm.model import build_model, save_pretrained
 from shapelm.model.builders import build_model_config
-from tests.conftest import tiny_arch
+from model_helpers import tiny_arch
 
 
 def _gpt2(n_layer=4):

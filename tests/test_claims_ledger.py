@@ -7,7 +7,6 @@ import json
 import math
 from pathlib import Path
 
-import pytest
 
 from shapelm.config import run_recipe
 from shapelm.plan.build import load_plan

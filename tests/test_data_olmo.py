@@ -1,9 +1,7 @@
 """OLMo-2 stage-1 order: slicer vs an independent reimplementation, local and over HTTP."""
 
-import hashlib
 import http.server
 import json
-import os
 import re
 import threading
 from pathlib import Path
@@ -11,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shapelm.data import olmo_order
 from shapelm.data.cli import main as data_cli
 from shapelm.data.olmo_order import n_instances_for_tokens, parse_tokens, slice_olmo
 from shapelm.data.tokens import TokenStore

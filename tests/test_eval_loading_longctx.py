@@ -3,7 +3,7 @@ without a dense mask, batched and resumable RULER decoding."""
 
 import pytest
 import torch
-from conftest import tiny_arch
+from model_helpers import tiny_arch
 
 from shapelm.evaluation.loading import load_model, resolve_dtype
 from tiny_longctx import tiny_model, tiny_tokenizer

@@ -9,9 +9,7 @@ import math
 
 import pytest
 import torch
-from test_parity_hf import (
-    randomized,  # norm weights away from ones, so misplaced norms show
-)
+from model_helpers import randomized  # norm weights away from ones, so misplaced norms show
 
 from shapelm.accounting import (
     flops_per_token,

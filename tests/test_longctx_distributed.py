@@ -28,7 +28,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_helpers import child_env  # noqa: E402  (also sets up the bytecode cache)
+from train_helpers import child_env, metrics  # noqa: E402  (also sets up the bytecode cache)
 
 STEPS = 6
 FT_ARGS = ["--steps", str(STEPS), "--lr", "1e-3", "--batch", "4", "--micro-batch", "1", "--seq-len", "64",
@@ -74,10 +74,6 @@ def wait(procs: list[subprocess.Popen], name: str) -> list[int]:
         if p.returncode not in (0, 138):
             raise AssertionError(f"{name}: rank exited {p.returncode}:\n{out[-4000:]}")
     return codes
-
-
-def metrics(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 def final_weights(out: Path) -> dict:

@@ -10,7 +10,7 @@ from shapelm.errors import ConfigError
 from shapelm.model import ModelConfig, build_model, load_pretrained, save_pretrained
 from shapelm.model.builders import build_model_config
 
-from conftest import tiny_arch
+from model_helpers import tiny_arch
 
 SHAPES = {
     "conventional": tiny_arch(),

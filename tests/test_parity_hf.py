@@ -19,10 +19,10 @@ from shapelm.evaluation.export_hf import (
     stock_state_dict,
 )
 from shapelm.evaluation.loading import EvalError
-from shapelm.model import ModelConfig, build_model, save_pretrained
+from shapelm.model import build_model, save_pretrained
 from shapelm.model.builders import build_model_config
+from model_helpers import V, cfg, export_and_load, ids, randomized
 
-V = 300
 
 
 @pytest.fixture(scope="module")
@@ -34,29 +34,6 @@ def tiny_tokenizer(tmp_path_factory):
     train_bpe(synthetic_documents(), 280, path)
     return path
 YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
-
-
-def cfg(layers=None, **kw):
-    base = dict(vocab_size=V, d_model=32, max_seq_len=128,
-                layers=layers or [{"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8},
-                                   "ffn_widths": [64]}] * 2)
-    base.update(kw)
-    return ModelConfig(**base)
-
-
-def randomized(config):
-    """A model whose norm weights are not all ones (so misplaced norms would show)."""
-    torch.manual_seed(0)
-    m = build_model(config)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 1:
-                p.add_(0.2 * torch.randn_like(p))
-    return m.eval()
-
-
-def ids(seq=80, batch=2):
-    return torch.randint(0, V, (batch, seq), generator=torch.Generator().manual_seed(1))
 
 
 def stock_copy(model, arch):
@@ -115,16 +92,6 @@ def test_hourglass_k1_full_attention_equals_conventional():
     assert choose_architecture(hour) == choose_architecture(conv)
 
 
-def _export_and_load(tmp_path, model, name, **kw):
-    from transformers import AutoModelForCausalLM
-
-    save_pretrained(model, tmp_path / name / "final")
-    info = export_hf(tmp_path / name, tmp_path / f"{name}_hf", **kw)
-    hf = AutoModelForCausalLM.from_pretrained(tmp_path / f"{name}_hf", trust_remote_code=True,
-                                              dtype=torch.float32).eval()
-    return info, hf
-
-
 REMOTE_CASES = {
     "hourglass_k3": [{"attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8}, "ffn_widths": [16] * 3}] * 2,
     "per_layer": [
@@ -153,7 +120,7 @@ REMOTE_CASES = {
 @pytest.mark.parametrize("placement", ["pre", "reordered"])
 def test_export_remote_code_matches(tmp_path, case, placement):
     model = randomized(cfg(layers=REMOTE_CASES[case], norm_placement=placement, rope_scaling=YARN))
-    info, hf = _export_and_load(tmp_path, model, case)
+    info, hf = export_and_load(tmp_path, model, case)
     assert info["architecture"] == "ShapelmForCausalLM"
     conf = json.loads((tmp_path / f"{case}_hf" / "config.json").read_text())
     assert conf["auto_map"]["AutoModelForCausalLM"] == "modeling_shapelm.ShapelmForCausalLM"
@@ -172,7 +139,7 @@ def test_gated_model_exports_with_remote_code_and_stock_refuses_it(tmp_path):
         with pytest.raises(EvalError, match="gated_attention: export it with trust_remote_code"):
             stock_config(gated, arch)
     model = randomized(cfg(layers=[layer] * 2, qk_norm=False, norm_placement="pre"))
-    info, hf = _export_and_load(tmp_path, model, "gated_llama_like")
+    info, hf = export_and_load(tmp_path, model, "gated_llama_like")
     assert info["architecture"] == "ShapelmForCausalLM"
     assert hf.model.layers[0].attn.gate_proj.weight.shape == (32, 32)
     x = ids()
@@ -182,7 +149,7 @@ def test_gated_model_exports_with_remote_code_and_stock_refuses_it(tmp_path):
 
 def test_export_pre_norm_with_qk_norm_uses_remote_code(tmp_path):
     model = randomized(cfg(qk_norm=True, norm_placement="pre"))
-    info, hf = _export_and_load(tmp_path, model, "pre_qk")
+    info, hf = export_and_load(tmp_path, model, "pre_qk")
     assert info["architecture"] == "ShapelmForCausalLM"
     x = ids()
     with torch.no_grad():
@@ -196,7 +163,7 @@ def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokeni
 
     kw, arch = CASES[case]
     model = randomized(cfg(**kw))
-    info, hf = _export_and_load(tmp_path, model, case, tokenizer=str(tiny_tokenizer))
+    info, hf = export_and_load(tmp_path, model, case, tokenizer=str(tiny_tokenizer))
     assert info["architecture"] == arch and type(hf).__name__ == arch
     out = tmp_path / f"{case}_hf"
     assert not (out / "modeling_shapelm.py").exists()
@@ -218,7 +185,7 @@ def test_export_stock_matches_and_includes_tokenizer(tmp_path, case, tiny_tokeni
 
 def test_remote_code_hope_right_padding_works_left_padding_refused(tmp_path):
     model = randomized(cfg(layers=REMOTE_CASES["hope"]))
-    _, hf = _export_and_load(tmp_path, model, "hope_pad")
+    _, hf = export_and_load(tmp_path, model, "hope_pad")
     x = ids(seq=12, batch=1)
     pad = torch.zeros(1, 5, dtype=torch.long)
     with torch.no_grad():
@@ -230,7 +197,7 @@ def test_remote_code_hope_right_padding_works_left_padding_refused(tmp_path):
 
 def test_remote_code_padding_and_generation(tmp_path):
     model = randomized(cfg(layers=REMOTE_CASES["hourglass_k3"]))
-    _, hf = _export_and_load(tmp_path, model, "gen")
+    _, hf = export_and_load(tmp_path, model, "gen")
     x = ids(seq=12, batch=1)
     # left padding with a mask gives the unpadded logits
     padded = torch.cat([torch.zeros(1, 5, dtype=torch.long), x], 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_e2e import ROOT, VENV_BIN, _copy_repo, _env, ensure_gpu_cluster
+from pipeline_helpers import ROOT, VENV_BIN, copy_repo, ensure_gpu_cluster, user_env
 
 REHEARSAL_TIMEOUT_S = int(os.environ.get("SHAPELM_REHEARSAL_TIMEOUT", 3600))
 PREEMPTED = ("hg906m_conv", 3)  # an 8-GPU run, preempted before its step 3
@@ -119,8 +119,8 @@ def _preempt_when_holding(repo: Path, stop: threading.Event, seen: dict) -> None
 @pytest.mark.slow
 def test_every_paper_job_is_accepted_by_the_gpu_cluster(tmp_path):
     ensure_gpu_cluster()
-    repo = _copy_repo(tmp_path / "repo")
-    env = {**_env(), "SHAPELM_ALLOW_MISSING_INPUTS": "1"}
+    repo = copy_repo(tmp_path / "repo")
+    env = {**user_env(), "SHAPELM_ALLOW_MISSING_INPUTS": "1"}
     proc = subprocess.run([str(VENV_BIN / "shapelm"), "cluster", "check-submit", "--", "--profile", "slurm"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
@@ -133,8 +133,8 @@ def test_every_paper_job_is_accepted_by_the_gpu_cluster(tmp_path):
 @pytest.mark.slow
 def test_the_paper_rehearsed_through_slurm(tmp_path):
     ensure_gpu_cluster()
-    repo = _copy_repo(tmp_path / "repo")
-    env = {**_env(), "SHAPELM_HOLD_AT": f"{PREEMPTED[0]}:{PREEMPTED[1]}"}
+    repo = copy_repo(tmp_path / "repo")
+    env = {**user_env(), "SHAPELM_HOLD_AT": f"{PREEMPTED[0]}:{PREEMPTED[1]}"}
     from shapelm.plan.experiment import load_experiment
 
     names = list(load_experiment(ROOT / "configs" / "paper.yaml").runs)

@@ -240,7 +240,6 @@ def test_table6_maps_the_tiny_set_names_and_table7_averages_its_own_tasks(tmp_pa
 
 def test_the_tapered_heatmap_places_the_configured_runs_by_their_shape(tmp_path):
     # the tiny default's pair is not named tp440m_*: its cells come from the runs' arch
-    from shapelm.plan.experiment import load_experiment
     from shapelm.results.context import Context
     from shapelm.results.figures import _heatmap_runs
 

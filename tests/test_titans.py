@@ -327,7 +327,7 @@ def test_paper_titans_pairs_match_the_transformer_pairs():
 def test_remote_code_export_matches(tmp_path, variant):
     """HF export with trust_remote_code: the self-contained memory and windowed attention give
     shapelm's logits; right padding is accepted, left padding (the memory would learn it) refused."""
-    from test_parity_hf import _export_and_load, cfg, ids, randomized
+    from model_helpers import cfg, export_and_load, ids, randomized
 
     layer = {"attention": ATTN, "ffn_widths": [48], "mixer": "titans", "memory_chunk": 8, "window": 12,
              "titans_variant": variant}
@@ -336,7 +336,7 @@ def test_remote_code_export_matches(tmp_path, variant):
         for m in model.modules():
             if isinstance(m, NeuralMemory):
                 m.gate_proj.weight.normal_(0, 0.5)
-    info, hf = _export_and_load(tmp_path, model, "titans")
+    info, hf = export_and_load(tmp_path, model, "titans")
     assert info["architecture"] == "ShapelmForCausalLM"
     x = ids(seq=30)
     with torch.no_grad():

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_helpers import load_final, make_tokens, run_config, write_config
-from test_train_safety import flip_byte
-from test_train_sharded import metrics, torchrun
+from train_helpers import flip_byte, load_final, make_tokens, metrics, run_config, torchrun, write_config
 
 from shapelm.train import checkpoint as ckpt
 

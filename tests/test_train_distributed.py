@@ -23,6 +23,7 @@ from train_helpers import (
     run_config,
     write_config,
 )
+from train_helpers import metrics as all_metrics
 
 STEPS = 6
 # Validation at steps 3 and 6 on a 25-instance held-out split: 13 chunks over 2 ranks under DDP
@@ -37,10 +38,8 @@ def free_port() -> int:
 
 
 def metrics(out, kind=None):
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return [r for r in rows if r.get("kind") == kind]
-
-
+    """The run's records of one kind (None: the step records)."""
+    return [r for r in all_metrics(out) if r.get("kind") == kind]
 def assert_close(a, b):
     assert a.keys() == b.keys()
     for k in a:

@@ -11,7 +11,7 @@ from shapelm.model import load_pretrained
 from shapelm.model.transformer import Transformer
 from shapelm.train import NonFiniteLossError, train
 from shapelm.train import checkpoint as ckpt
-from train_helpers import load_final, make_tokens, run_config
+from train_helpers import load_final, make_tokens, metrics, run_config
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -20,10 +20,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def tokens(tmp_path_factory):
     return make_tokens(tmp_path_factory.mktemp("tokens") / "tok")
-
-
-def metrics(out):
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from train_helpers import (
     VOCAB,
     child_env,
     driver_cmd,
+    flip_byte,
     load_final,
     make_tokens,
     run_config,
@@ -229,12 +230,6 @@ def test_disk_full_during_a_checkpoint_names_the_file(tokens, tmp_path, monkeypa
 
 
 # -- checkpoints --------------------------------------------------------------------------------
-def flip_byte(path, offset):
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
 def zero_zip_directory(path):
     with zipfile.ZipFile(path) as z:
         start = z.start_dir

@@ -7,7 +7,6 @@ single-process reference runs here; their loss trajectories must agree to float 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,10 +14,11 @@ import pytest
 import torch
 from train_helpers import (
     HELPER,
-    child_env,
     load_final,
     make_tokens,
+    metrics,
     run_config,
+    torchrun,
     write_config,
 )
 
@@ -26,16 +26,6 @@ from shapelm.train import train
 
 STEPS = 4
 THIS = Path(__file__).resolve()
-
-
-def torchrun(nproc: int, *args: str, **env) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-         *args], env=child_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def metrics(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

@@ -144,5 +144,22 @@ def _main(argv: list[str]) -> int:
     return result.exit_code
 
 
+def torchrun(nproc: int, *args: str, **env) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+         *args], env=child_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def metrics(out: Path) -> list[dict]:
+    """Every record of a run's metrics.jsonl, as written (a torn line fails the test)."""
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def flip_byte(path, offset):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))

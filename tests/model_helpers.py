@@ -1,0 +1,50 @@
+"""Model helpers shared by test modules (no tests here): tiny architectures, a model whose norm
+weights are away from ones, token ids, and a `shapelm export-hf` round trip."""
+
+import torch
+
+from shapelm.evaluation.export_hf import export_hf
+from shapelm.model import ModelConfig, build_model, save_pretrained
+
+#: The vocabulary of the parity models.
+V = 300
+
+
+def tiny_arch(**overrides):
+    arch = {"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4,
+            "vocab_size": 97, "max_seq_len": 64}
+    arch.update(overrides)
+    return arch
+
+
+def cfg(layers=None, **kw):
+    base = dict(vocab_size=V, d_model=32, max_seq_len=128,
+                layers=layers or [{"attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8},
+                                   "ffn_widths": [64]}] * 2)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def randomized(config):
+    """A model whose norm weights are not all ones (so misplaced norms would show)."""
+    torch.manual_seed(0)
+    m = build_model(config)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    return m.eval()
+
+
+def ids(seq=80, batch=2):
+    return torch.randint(0, V, (batch, seq), generator=torch.Generator().manual_seed(1))
+
+
+def export_and_load(tmp_path, model, name, **kw):
+    from transformers import AutoModelForCausalLM
+
+    save_pretrained(model, tmp_path / name / "final")
+    info = export_hf(tmp_path / name, tmp_path / f"{name}_hf", **kw)
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / f"{name}_hf", trust_remote_code=True,
+                                              dtype=torch.float32).eval()
+    return info, hf
