@@ -3,7 +3,7 @@ device-resident RoPE tables, compiled blocks grouped by shape."""
 
 import pytest
 import torch
-from conftest import tiny_arch
+from model_helpers import tiny_arch
 
 from shapelm.model import build_model
 from shapelm.model.builders import build_model_config
