@@ -6,8 +6,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from shapelm import workflow as wf
 from shapelm.plan import decode as decode_plan
+from shapelm.plan import jobs
 from shapelm.plan import paths
 from shapelm.plan.build import plan_of, write_plan
 from shapelm.plan.document import PLAN_VERSION
@@ -45,7 +45,7 @@ EXP = workflow_experiment(
 if config.get("rehearsal"):
     os.environ.setdefault("SHAPELM_THREADS", "1")
 E = EXP.name
-wf.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
+jobs.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
 RUNS = list(EXP.runs)
 # What the tables and figures read (shapelm.plan.document), built once here; the experiment_plan
 # rule writes the same document to work/EXP/plan.json for `shapelm results build`.
@@ -89,11 +89,11 @@ def model_file(run):
 
 
 def stage_resources(stage, run_of=lambda w: w.run):
-    """SLURM resources of an evaluation-side job (shapelm.workflow.stage_job) of the run
+    """SLURM resources of an evaluation-side job (shapelm.plan.jobs.stage_job) of the run
     `run_of(wildcards)` names."""
     keys = ("runtime", "mem_mb", "cpus_per_task", "nodes", "gres")
-    jobs = {r: wf.stage_job(EXP, r, stage)["resources"] for r in RUNS}
-    return {k: (lambda w, k=k: jobs[run_of(w)].get(k, "")) for k in keys}
+    by_run = {r: jobs.stage_job(EXP, r, stage)["resources"] for r in RUNS}
+    return {k: (lambda w, k=k: by_run[run_of(w)].get(k, "")) for k in keys}
 
 
 rule experiment_config:

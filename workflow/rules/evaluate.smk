@@ -123,7 +123,7 @@ rule export_hf:
         f"{LOGS}/runs/{{run}}/export_hf.log",
     resources:
         runtime=60,
-        mem_mb=lambda w: wf.eval_host_mem_mb(EXP.run(w.run)),
+        mem_mb=lambda w: jobs.eval_host_mem_mb(EXP.run(w.run)),
         cpus_per_task=2,
         nodes=1,
         gres="",

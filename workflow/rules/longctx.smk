@@ -13,7 +13,7 @@ LC_TASKS = ",".join(LC["ruler_tasks"])
 LC_RUN = {run: lcplan.run_lengths(EXP, run) for run in RUNS}
 # The finetune job: `longctx.resources` (default the run's pretraining shape), one process per
 # GPU started by `shapelm launch` (srun), FSDP across them.
-LC_JOBS = {run: wf.stage_job(EXP, run, "yarn_finetune") for run in RUNS}
+LC_JOBS = {run: jobs.stage_job(EXP, run, "yarn_finetune") for run in RUNS}
 _LC_KEYS = {"gres": "", "mpi": "", "tasks_per_node": 0, "slurm_extra": ""}
 LC_TOKENIZER_INPUT = [TOKENIZER] if DEFAULT_SOURCE else []
 _VAL = f"{WORK}/data/corpus/val"

@@ -1,5 +1,5 @@
 """Where an experiment's files live, relative to the workflow's working directory. The one
-spelling of the layout: rules, `shapelm.workflow` and `shapelm results` take it from here."""
+spelling of the layout: rules, the rest of `shapelm.plan` and `shapelm results` take it from here."""
 from __future__ import annotations
 
 
