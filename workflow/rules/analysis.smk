@@ -24,7 +24,7 @@ rule novelty:
         model=lambda w: model_file(w.run),
         text=lambda w: novelty_text(val_data(w.run)),
     output:
-        f"{RESULTS}/runs/{{run}}/novelty.json",
+        f"{RUN_RESULTS}/novelty.json",
     log:
         f"{LOGS}/runs/{{run}}/novelty.log",
     benchmark:

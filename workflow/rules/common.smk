@@ -53,9 +53,9 @@ PLAN = plan_of(EXP)
 WORK = paths.work_dir(E)
 RESULTS = paths.results_dir(E)
 FIGURES = paths.figures_dir(E)
-LOGS = f"logs/{E}"
+LOGS = paths.logs_dir(E)
 # Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs), to calibrate `shapelm plan`.
-BENCHMARKS = f"{WORK}/benchmarks"
+BENCHMARKS = paths.benchmarks_dir(E)
 # Jobs that checkpoint and resume (training, its segments, the YaRN finetune) are resubmitted
 # after a preemption or a time limit; nothing else is retried (a bad config fails once).
 RESUMABLE_RETRIES = 2
@@ -82,6 +82,15 @@ def option(flag, value):
 
 def run_dir(run):
     return paths.run_dir(E, run)
+
+
+def run_results(run):
+    return paths.run_results_dir(E, run)
+
+
+# The same folders with the `run` wildcard in place of a name, for rules' inputs and outputs.
+RUN_DIR = run_dir("{run}")
+RUN_RESULTS = run_results("{run}")
 
 
 def model_file(run):

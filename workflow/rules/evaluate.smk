@@ -6,7 +6,7 @@ rule eval_ppl:
         model=lambda w: model_file(w.run),
         val=lambda w: val_data(w.run),
     output:
-        f"{RESULTS}/runs/{{run}}/ppl.json",
+        f"{RUN_RESULTS}/ppl.json",
     log:
         f"{LOGS}/runs/{{run}}/eval_ppl.log",
     benchmark:
@@ -84,7 +84,7 @@ rule downstream:
             *(fetch_stage.task_input(t, "") for t in fetch_stage.hub_tasks(EXP, w.run))
         ),
     output:
-        f"{RESULTS}/runs/{{run}}/downstream.json",
+        f"{RUN_RESULTS}/downstream.json",
     log:
         f"{LOGS}/runs/{{run}}/downstream.log",
     benchmark:

@@ -105,7 +105,7 @@ rule yarn_finetune:
         model=lambda w: model_file(w.run),
         data=lambda w: finetune_data(w.run),
     output:
-        f"{WORK}/runs/{{run}}/yarn/final/model.safetensors",
+        f"{RUN_DIR}/yarn/final/model.safetensors",
     log:
         f"{LOGS}/runs/{{run}}/yarn_finetune.log",
     benchmark:
@@ -149,7 +149,7 @@ rule proofpile:
         tokenizer=LC_TOKENIZER_INPUT,
         fetched=fetched_longctx("proofpile"),
     output:
-        f"{RESULTS}/runs/{{run}}/proofpile.json",
+        f"{RUN_RESULTS}/proofpile.json",
     log:
         f"{LOGS}/runs/{{run}}/proofpile.log",
     benchmark:
@@ -197,7 +197,7 @@ rule ruler:
         data=f"{WORK}/data/ruler",
         fetched=fetched_tokenizer(TOKENIZER),
     output:
-        f"{RESULTS}/runs/{{run}}/ruler.json",
+        f"{RUN_RESULTS}/ruler.json",
     log:
         f"{LOGS}/runs/{{run}}/ruler.log",
     benchmark:

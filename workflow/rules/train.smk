@@ -48,7 +48,7 @@ rule run_config:
     input:
         val=lambda w: eval_inputs(w.run),
     output:
-        f"{WORK}/runs/{{run}}/run_config.json",
+        f"{RUN_DIR}/run_config.json",
     log:
         f"{LOGS}/runs/{{run}}/run_config.log",
     localrule: True
@@ -62,7 +62,7 @@ rule run_config:
 rule weights_config:
     """The part of a run's training config that decides its weights; a change retrains."""
     output:
-        f"{WORK}/runs/{{run}}/weights_config.json",
+        f"{RUN_DIR}/weights_config.json",
     log:
         f"{LOGS}/runs/{{run}}/weights_config.log",
     localrule: True
@@ -103,12 +103,12 @@ TRAIN_RESOURCES_OF_RULE = dict(
 rule train_segment:
     """Train up to step {step} of a run that does not fit one job (checkpoint, marker)."""
     input:
-        config=ancient(f"{WORK}/runs/{{run}}/run_config.json"),
-        weights=f"{WORK}/runs/{{run}}/weights_config.json",
+        config=ancient(f"{RUN_DIR}/run_config.json"),
+        weights=f"{RUN_DIR}/weights_config.json",
         data=lambda w: train_data(w.run),
         previous=lambda w: previous_segment(w.run, w.step),
     output:
-        f"{WORK}/runs/{{run}}/segments/step-{{step}}.json",
+        f"{RUN_DIR}/segments/step-{{step}}.json",
     log:
         f"{LOGS}/runs/{{run}}/train-step-{{step}}.log",
     benchmark:
@@ -134,12 +134,12 @@ rule train_segment:
 
 rule train:
     input:
-        config=ancient(f"{WORK}/runs/{{run}}/run_config.json"),
-        weights=f"{WORK}/runs/{{run}}/weights_config.json",
+        config=ancient(f"{RUN_DIR}/run_config.json"),
+        weights=f"{RUN_DIR}/weights_config.json",
         data=lambda w: train_data(w.run),
         previous=lambda w: previous_segment(w.run),
     output:
-        model=f"{WORK}/runs/{{run}}/final/model.safetensors",
+        model=f"{RUN_DIR}/final/model.safetensors",
     log:
         f"{LOGS}/runs/{{run}}/train.log",
     benchmark:
