@@ -42,6 +42,8 @@ rule all:
     input:
         ARTIFACT_PATHS,
         RECIPE_DIFF_OUTPUTS,
+        # the merged config a run of the workflow used (no rule reads it: they read the plan)
+        rules.experiment_config.output,
         [hf_export_dir(r) for r in RUNS],
 
 

@@ -57,7 +57,7 @@ from shapelm.config import TrainRecipe, resolve_run, run_model_config, run_recip
 from shapelm.config import write_json_atomic  # noqa: E402
 from shapelm.model.config import AttentionShape, LayerShape, ModelConfig  # noqa: E402
 
-#: Bumped when rows change meaning; `shapelm plan` (shapelm.workflow) reads this version.
+#: Bumped when rows change meaning; `shapelm plan` (shapelm.plan.cost) reads this version.
 SCHEMA = 2
 SECTIONS = ("slice_8b", "pair_906m", "checkpoint", "decode", "mixers")
 #: Share of the budget by which each section should have ended (a section's unused time passes on).

@@ -211,6 +211,41 @@ def test_resolve_spec_forms(tmp_path):
     assert resolve_spec(json.dumps(spec), vocab_size=50)[1].vocab_size == 50
 
 
+def test_runs_of_an_experiment_come_resolved_from_the_plan(tmp_path):
+    """`shapelm bench decode --config PLAN --runs A B` (the decode_pair rule): the front end
+    (shapelm.bench_cli) looks the runs up in the plan document, or in the plan of a config, and
+    passes the resolved run configs down; the decode stage on its own reads no plan."""
+    import argparse
+    from pathlib import Path
+
+    from shapelm.bench_cli import run_configs
+    from shapelm.config import run_model_config
+    from shapelm.decode.cli import add_commands, resolve_arms
+    from shapelm.decode.specs import resolve_runs
+    from shapelm.errors import ConfigError
+    from shapelm.plan.build import write_plan
+    from shapelm.plan.experiment import load_experiment
+
+    config = Path(__file__).parents[1] / "configs" / "default.yaml"
+    exp = load_experiment(config)
+    plan = write_plan(exp, tmp_path / "plan.json")
+    names = ["tp760m_uniform", "tp760m_titans_uniform"]
+    arms = resolve_runs(run_configs(str(plan), names), vocab_size=64)
+    assert [a[0] for a in arms] == names
+    for (name, cfg), expected in zip(arms, names):
+        want = run_model_config(exp.run(expected))
+        want.vocab_size = 64
+        assert cfg == want
+    assert resolve_runs(run_configs(str(config), names)) == [(n, run_model_config(exp.run(n))) for n in names]
+    with pytest.raises(ConfigError, match="nope"):
+        run_configs(str(plan), ["tp760m_uniform", "nope"])
+    parser = argparse.ArgumentParser(prog="shapelm")
+    add_commands(parser.add_subparsers(dest="command"))  # the stage alone: no plan reader given
+    args = parser.parse_args(["bench", "decode", "--config", str(plan), "--runs", *names])
+    with pytest.raises(ConfigError, match="reads no plan"):
+        resolve_arms(args)
+
+
 @pytest.mark.parametrize("mixer_arch", [
     {"mixer": "titans", "memory_chunk": 4, "window": 8},
     {"mixer": "hope_attention", "cms_chunks": [4, 16]},

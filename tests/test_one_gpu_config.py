@@ -7,7 +7,7 @@ import pytest
 
 from shapelm import reference as R
 from shapelm.plan.experiment import load_experiment
-from shapelm.workflow import plan_rows
+from shapelm.plan.cost import plan_rows
 
 CONFIG = "configs/one-gpu.yaml"
 # (table, arm, base, printed column): the pair each paper's set is there to show

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from shapelm.plan.experiment import load_experiment
-from shapelm.workflow import PLAN_STAGES, plan_rows, run_stage_gpu_hours
+from shapelm.plan.cost import PLAN_STAGES, plan_rows, run_stage_gpu_hours
 
 PAPER = load_experiment(Path(__file__).parents[1] / "configs" / "paper.yaml")
 
@@ -40,7 +40,7 @@ def test_a_measurement_file_sets_that_scales_mfu(tmp_path):
     total = plan_rows(PAPER, tmp_path)[-1]
     assert total["mfu_source"]["906M"].startswith("measured 0.200 on NVIDIA H200 (h200.json; MFU, FP8")
     assert total["mfu_source"]["8B"].startswith("assumed")
-    from shapelm.workflow import measured_mfu
+    from shapelm.plan.cost import measured_mfu
 
     measured = run_stage_gpu_hours(PAPER, "hg906m_hg", measured_mfu(tmp_path))
     assert measured["pretraining"] == pytest.approx(2 * assumed["pretraining"])
@@ -48,7 +48,7 @@ def test_a_measurement_file_sets_that_scales_mfu(tmp_path):
 
 
 def test_a_slice_gives_its_block_only_mfu_and_bf16_stands_in_for_unmeasured_fp8(tmp_path):
-    from shapelm.workflow import measured_mfu
+    from shapelm.plan.cost import measured_mfu
 
     row = {"status": "ok", "scale": "8B", "slice": True, "micro_batch": 1, "mfu": 0.3}
     gpu_check_file(tmp_path / "a.json", [
@@ -62,7 +62,7 @@ def test_a_slice_gives_its_block_only_mfu_and_bf16_stands_in_for_unmeasured_fp8(
 
 
 def test_titans_and_hope_runs_scale_their_mfu_by_their_mixer_flop_rate(tmp_path):
-    from shapelm.workflow import MIXER_CPU_BENCHMARK, mixer_flop_rates
+    from shapelm.plan.cost import MIXER_CPU_BENCHMARK, mixer_flop_rates
 
     cpu = {r["mixer"]: r["fwd_bwd_flop_rate_ratio"] for r in json.loads(MIXER_CPU_BENCHMARK.read_text())["rows"]}
     sources = plan_rows(PAPER, tmp_path)[-1]["mfu_source"]
@@ -82,7 +82,7 @@ def test_lws_runs_train_the_reviews_recipe_and_skip_downstream_tasks():
     """LWS: 384 x 1024 tokens per step for 13,000 steps (Table 1 via the review, the authors'
     configs); validation PPL only, so its evaluation time is eval_ppl's alone."""
     from shapelm.config import run_recipe
-    from shapelm.workflow import STAGE_RUNTIME_MIN
+    from shapelm.plan.jobs import STAGE_RUNTIME_MIN
 
     lws = [n for n in PAPER.runs if n.startswith("lws_")]
     assert len(lws) == 11  # seven runs, the 18L baseline with five seeds

@@ -254,6 +254,22 @@ def test_recipe_diff_table_lists_differences_with_both_sources(tmp_path):
     assert "follows recipe **paper**" in md and "| hourglass_8B | total_tokens (`train.total_tokens`) | differs |" in md
 
 
+def test_recipe_diff_reads_which_runs_follow_which_recipe_from_the_plan(tmp_path, official):
+    """The recipe_diff rule passes work/EXP/plan.json: the plan records the experiment's recipe
+    and each run's (a seed instance its config entry's), and the table is the one the config gives."""
+    from shapelm.plan.build import plan_of, write_plan
+    from shapelm.plan.document import read_plan
+
+    plan = read_plan(write_plan(official, tmp_path / "plan.json"))
+    assert plan.recipe == official.raw.get("recipe", "paper")
+    follow = sorted(r for r, name in plan.run_recipes.items() if name == "official")
+    assert follow and follow == sorted(r for r in official.runs if "recipe" in official.run(r))
+    assert RD.followed(plan) == RD.followed(plan_of(official))
+    from_plan = RD.write_recipe_diff(tmp_path / "plan.json", tmp_path / "from_plan")
+    from_exp = RD.write_recipe_diff(official, tmp_path / "from_exp")
+    assert [p.read_text() for p in from_plan] == [p.read_text() for p in from_exp]
+
+
 def test_cli_recipe_diff(capsys):
     assert cli.main(["recipe", "diff", str(CONFIGS / "default.yaml"), "--format", "csv", "--all"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

@@ -35,7 +35,7 @@ TRAINED_RUNS = ["hg3b_hg", "tp440m_linear_1p5_0p5", "tp1300m_cosine_1p5_0p5", "l
 def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
     from shapelm.plan.experiment import load_experiment
     from shapelm.rehearsal import rehearsal_config, write_inputs
-    from shapelm.workflow import train_plan
+    from shapelm.plan.jobs import train_plan
 
     write_inputs(tmp_path / "inputs")
     paper_raw = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())

@@ -291,19 +291,19 @@ def test_make_unlock_ignores_dry_runs_but_not_a_real_holder(tmp_path, holder_arg
 
 @pytest.mark.parametrize(("code", "attempts"), [(2, 1), (143, 3)])
 def test_a_refused_job_is_not_retried_a_preempted_one_is(tmp_path, code, attempts):
-    """The train rules' command (wf.not_retried_when_refused) under `retries: 2`: exit 2 (a
+    """The train rules' command (jobs.not_retried_when_refused) under `retries: 2`: exit 2 (a
     refusal: recipe mismatch, run locked, bad data) runs once and the retries exit at once,
     naming the refusal; exit 143 (preempted) is retried. A new invocation runs it again."""
     (tmp_path / "Snakefile").write_text(
         f"import sys\nsys.path.insert(0, {str(ROOT / 'src')!r})\n"
-        "from shapelm import workflow as wf\n\n"
-        "wf.workflow_run_id()\n\n\n"
+        "from shapelm.plan import jobs\n\n"
+        "jobs.workflow_run_id()\n\n\n"
         "rule job:\n"
         '    output:\n        "done.txt",\n'
         '    log:\n        "job.log",\n'
         "    retries: 2\n"
         "    shell:\n"
-        f"        wf.not_retried_when_refused(\"echo x >> attempts; echo 'shapelm train: error: "
+        f"        jobs.not_retried_when_refused(\"echo x >> attempts; echo 'shapelm train: error: "
         f"locked by pid 7' > {{log:q}}; exit {code}\", '.refused', '{{log:q}}')\n")
     env = {k: v for k, v in _env().items() if k != "SHAPELM_WORKFLOW_RUN"}
     for invocation in (1, 2):

@@ -22,7 +22,7 @@ from shapelm.results.context import Context
 from shapelm.results.render import to_csv, to_markdown
 from shapelm.results.seeds import spread
 from shapelm.results.tables import build_table
-from shapelm.workflow import plan_rows
+from shapelm.plan.cost import plan_rows
 
 from results_fixtures import fake_ppl, write
 
@@ -117,7 +117,7 @@ def test_the_workflow_plans_one_training_per_seed_and_reuses_the_first(tmp_path)
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_text("{}")
     run_dir = tmp_path / "work" / "default" / "runs" / "lws_baseline_12l"
-    from shapelm.workflow import training_config, weights_config
+    from shapelm.plan.jobs import training_config, weights_config
 
     (run_dir / "final").mkdir(parents=True)
     val = [f"work/default/data/corpus/val/{v}" for v in exp.run("lws_baseline_12l")["data"]["validation_sets"]]

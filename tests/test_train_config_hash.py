@@ -12,7 +12,7 @@ import pytest
 
 from shapelm.config import WEIGHT_NEUTRAL_TRAIN_KEYS, load_yaml, merge
 from shapelm.plan.experiment import load_experiment
-from shapelm.workflow import training_config, weights_config
+from shapelm.plan.jobs import training_config, weights_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "hg113m_conv"

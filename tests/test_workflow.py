@@ -11,10 +11,10 @@ from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.launch import launch_command
 from shapelm.slurm_check import PlannedJob, parse_dry_run, sbatch_command
-from shapelm.workflow import (
+from shapelm.plan.cost import plan_rows
+from shapelm.plan.jobs import (
     JobShape,
     cluster_settings,
-    plan_rows,
     resources_for,
     stage_job,
     total_train_flops,

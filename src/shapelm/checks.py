@@ -46,7 +46,7 @@ def training_gpu_mem_gb(run: dict[str, Any], world_size: int, gpus_per_node: int
 
 
 def check_resources(exp: Experiment) -> list[str]:
-    from shapelm.workflow import _resources, cluster_settings, train_plan
+    from shapelm.plan.jobs import cluster_settings, run_resources, train_plan
 
     cluster = cluster_settings(exp)
     node = cluster["node"]
@@ -55,7 +55,7 @@ def check_resources(exp: Experiment) -> list[str]:
     for name, run in exp.runs.items():
         scale = run["scale"]
         key = f"scales.{scale}.resources"
-        res = _resources(exp, run)
+        res = run_resources(exp, run)
         gpus, nodes = int(res.get("gpus", 0)), int(res.get("nodes", 1))
         plan = train_plan(exp, name)
         job = plan.job

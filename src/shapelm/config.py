@@ -581,7 +581,7 @@ WEIGHT_NEUTRAL_TRAIN_KEYS = ("eval_every", "eval_max_instances", "eval_heldout_s
                              "log_every", "checkpoint_every", "keep_last", "checkpoint_format",
                              "async_checkpoint")
 #: Top-level keys of a run config outside the hash: its own hash, seed bookkeeping, and the
-#: held-out directories scored during training (shapelm.workflow.training_config).
+#: held-out directories scored during training (shapelm.plan.jobs.training_config).
 UNHASHED_RUN_KEYS = ("hash", SEED_GROUP_KEY, "validation_dirs")
 
 

@@ -16,13 +16,19 @@ from typing import Any
 
 from shapelm import files
 from shapelm import reference as R
-from shapelm.config import group_of, load_yaml, merge
+from shapelm.config import Experiment, load_yaml, merge
+from shapelm.plan.build import load_plan
+from shapelm.plan.document import Plan
 from shapelm.plan.experiment import load_experiment
-from shapelm.recipes import CSV_COLUMNS, RECIPE_NAMES, TABLE_NAME, expand_source, fields, groups, run_recipe_name
+from shapelm.recipes import CSV_COLUMNS, RECIPE_NAMES, TABLE_NAME, expand_source, fields, groups
 from shapelm.results import claims
 
 
 # --------------------------------------------------------------------------- derived numbers
+
+
+#: What the recipe table reads which runs follow which recipe from: a plan, or what one is built from.
+PlanSource = Plan | Experiment | str | Path
 
 
 def _b200() -> dict[str, Any]:
@@ -142,11 +148,11 @@ def field_rows(include_same: bool = False) -> list[dict[str, str]]:
     return rows
 
 
-def followed(exp) -> dict[str, list[str]]:
-    """Recipe name -> the experiment's runs that follow it."""
+def followed(plan: Plan) -> dict[str, list[str]]:
+    """Recipe name -> the experiment's runs that follow it (the plan's `run_recipes`)."""
     out: dict[str, list[str]] = {name: [] for name in RECIPE_NAMES}
-    for run in exp.runs:  # a seed's run follows its config entry's recipe
-        out[run_recipe_name(exp.raw, group_of(exp.runs[run]))].append(run)
+    for run in plan.runs:
+        out[plan.run_recipes[run]].append(run)
     return out
 
 
@@ -162,11 +168,12 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(exp, rows: list[dict[str, str]]) -> str:
-    by = followed(exp)
+def to_markdown(source: PlanSource, rows: list[dict[str, str]]) -> str:
+    plan = load_plan(source)
+    by = followed(plan)
     repos = R.load_recipes()["repositories"]
-    lines = [f"# Recipe diff: paper text vs released code ({exp.name})", "",
-             f"Experiment `{exp.name}` follows recipe **{exp.raw.get('recipe', 'paper')}**; "
+    lines = [f"# Recipe diff: paper text vs released code ({plan.name})", "",
+             f"Experiment `{plan.name}` follows recipe **{plan.recipe}**; "
              + "; ".join(f"{name}: {len(runs)} run(s)" + (f" ({', '.join(runs)})" if runs and name == "official" else "")
                          for name, runs in by.items()) + ".",
              "Sources: " + "; ".join(f"{r['repo']}@{r['commit'][:7]}" for r in repos.values())
@@ -187,12 +194,14 @@ def to_markdown(exp, rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def write_recipe_diff(exp, tables_dir: str | Path, include_same: bool = False) -> list[Path]:
+def write_recipe_diff(source: PlanSource, tables_dir: str | Path, include_same: bool = False) -> list[Path]:
+    """recipe_diff.csv and .md in `tables_dir`; which runs follow which recipe from the plan of
+    `source` (a plan document, a config, a loaded experiment or a Plan)."""
     rows = field_rows(include_same) + derived_rows()
     tables_dir = Path(tables_dir)
     out = [tables_dir / f"{TABLE_NAME}.csv", tables_dir / f"{TABLE_NAME}.md"]
     files.write_text(out[0], to_csv(rows))
-    files.write_text(out[1], to_markdown(exp, rows))
+    files.write_text(out[1], to_markdown(source, rows))
     return out
 
 
@@ -201,9 +210,10 @@ def write_recipe_diff(exp, tables_dir: str | Path, include_same: bool = False) -
 
 def load_configs(paths: list[str]):
     """One experiment from config files merged in order (an overlay after its base), as
-    `snakemake --configfile BASE OVERLAY` merges them."""
+    `snakemake --configfile BASE OVERLAY` merges them; one path may also be a plan document
+    (work/EXP/plan.json, what the recipe_diff rule passes)."""
     if len(paths) == 1:
-        return load_experiment(paths[0])
+        return load_plan(paths[0])
     data: dict[str, Any] = {}
     for path in paths:
         data = merge(data, load_yaml(path))
@@ -225,7 +235,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("recipe", help="the paper's and the released code's training recipes")
     rsub = p.add_subparsers(dest="recipe_command", metavar="SUBCOMMAND", required=True)
     d = rsub.add_parser("diff", help="every field where paper text and released code differ, with sources")
-    d.add_argument("config", nargs="+", help="experiment config(s); later files overlay earlier ones")
+    d.add_argument("config", nargs="+",
+                   help="experiment config(s), later files overlaying earlier ones, or one plan document (plan.json)")
     d.add_argument("--all", action="store_true", help="also list the fields on which both agree")
     d.add_argument("--format", choices=("md", "csv"), default="md", help="output format")
     d.add_argument("--write", metavar="DIR", help=f"write {TABLE_NAME}.csv and {TABLE_NAME}.md into DIR")

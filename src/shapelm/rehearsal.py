@@ -122,7 +122,7 @@ def load_overrides(inputs: str | os.PathLike, url: str | None = None) -> dict[st
 def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     """The CPU-sized copy of an experiment config (see the module docstring)."""
     from shapelm.config import merge
-    from shapelm.workflow import train_plan
+    from shapelm.plan.jobs import train_plan
 
     settings = config["rehearsal"]
     inputs = Path(settings["inputs"]).resolve()

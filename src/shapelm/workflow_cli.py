@@ -6,7 +6,7 @@ import argparse
 
 from shapelm.config import write_json_atomic
 from shapelm.plan.experiment import load_experiment
-from shapelm.workflow import PLAN_STAGES, plan_rows
+from shapelm.plan.cost import PLAN_STAGES, plan_rows
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:

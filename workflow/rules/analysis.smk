@@ -24,7 +24,7 @@ rule novelty:
         model=lambda w: model_file(w.run),
         text=lambda w: novelty_text(val_data(w.run)),
     output:
-        f"{RESULTS}/runs/{{run}}/novelty.json",
+        f"{RUN_RESULTS}/novelty.json",
     log:
         f"{LOGS}/runs/{{run}}/novelty.log",
     benchmark:
@@ -40,7 +40,7 @@ rule novelty:
 
 
 # A GPT-2 XL in float32 holds ~6 GB: at least 16 GB of host memory, whatever the CPU job size.
-_HF_JOB = wf.stage_job(EXP, None, "eval_ppl")["resources"]
+_HF_JOB = jobs.stage_job(EXP, None, "eval_ppl")["resources"]
 NOVELTY_HF_JOB = {**_HF_JOB, "mem_mb": max(16000, int(_HF_JOB.get("mem_mb") or 0))}
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from shapelm import workflow as wf
 from shapelm.plan import decode as decode_plan
+from shapelm.plan import jobs
 from shapelm.plan import paths
 from shapelm.plan.build import plan_of, write_plan
 from shapelm.plan.document import PLAN_VERSION
@@ -45,7 +45,7 @@ EXP = workflow_experiment(
 if config.get("rehearsal"):
     os.environ.setdefault("SHAPELM_THREADS", "1")
 E = EXP.name
-wf.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
+jobs.workflow_run_id()  # before any job starts: the jobs inherit it (not_retried_when_refused)
 RUNS = list(EXP.runs)
 # What the tables and figures read (shapelm.plan.document), built once here; the experiment_plan
 # rule writes the same document to work/EXP/plan.json for `shapelm results build`.
@@ -53,9 +53,9 @@ PLAN = plan_of(EXP)
 WORK = paths.work_dir(E)
 RESULTS = paths.results_dir(E)
 FIGURES = paths.figures_dir(E)
-LOGS = f"logs/{E}"
+LOGS = paths.logs_dir(E)
 # Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs), to calibrate `shapelm plan`.
-BENCHMARKS = f"{WORK}/benchmarks"
+BENCHMARKS = paths.benchmarks_dir(E)
 # Jobs that checkpoint and resume (training, its segments, the YaRN finetune) are resubmitted
 # after a preemption or a time limit; nothing else is retried (a bad config fails once).
 RESUMABLE_RETRIES = 2
@@ -84,16 +84,25 @@ def run_dir(run):
     return paths.run_dir(E, run)
 
 
+def run_results(run):
+    return paths.run_results_dir(E, run)
+
+
+# The same folders with the `run` wildcard in place of a name, for rules' inputs and outputs.
+RUN_DIR = run_dir("{run}")
+RUN_RESULTS = run_results("{run}")
+
+
 def model_file(run):
     return f"{run_dir(run)}/final/model.safetensors"
 
 
 def stage_resources(stage, run_of=lambda w: w.run):
-    """SLURM resources of an evaluation-side job (shapelm.workflow.stage_job) of the run
+    """SLURM resources of an evaluation-side job (shapelm.plan.jobs.stage_job) of the run
     `run_of(wildcards)` names."""
     keys = ("runtime", "mem_mb", "cpus_per_task", "nodes", "gres")
-    jobs = {r: wf.stage_job(EXP, r, stage)["resources"] for r in RUNS}
-    return {k: (lambda w, k=k: jobs[run_of(w)].get(k, "")) for k in keys}
+    by_run = {r: jobs.stage_job(EXP, r, stage)["resources"] for r in RUNS}
+    return {k: (lambda w, k=k: by_run[run_of(w)].get(k, "")) for k in keys}
 
 
 rule experiment_config:

@@ -61,7 +61,7 @@ else:
     )
     OLMO = DATA.get("olmo", {})
     # CPU jobs: as many cores as asked, but never more than a node of the cluster has
-    NODE_CPUS = int(wf.cluster_settings(EXP)["node"]["cpus"])
+    NODE_CPUS = int(jobs.cluster_settings(EXP)["node"]["cpus"])
 
     # rule-level constraints: `train-{tok}` and `val-{tok}` must not parse as other paths
     SCALE_RE = "|".join(re.escape(s) for s in SCALES) or "NONE"

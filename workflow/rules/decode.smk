@@ -1,7 +1,8 @@
 # Decode benchmark: one-token latency, KV-cache and recurrent-state bytes of run pairs
 # (docs/DECODE.md): each scale's `decode: true` runs, conventional first, under every mixer of
 # `decode.mixers` (Table 12, Figure 5); and each run whose `decode:` names another run, against it
-# in both runs' native shapes (the Tapered backbones' per-token cost).
+# in both runs' native shapes (the Tapered backbones' per-token cost). The pairs come from the
+# plan; each job reads its runs' resolved configs from the plan document (work/EXP/plan.json).
 TABLE12_PAIRS = decode_plan.decode_pairs(EXP)
 DECODE_PAIRS = {
     **{s: list(p) for s, p in TABLE12_PAIRS.items()},
@@ -15,7 +16,7 @@ def decode_mixers(pair):
 
 rule decode_pair:
     input:
-        experiment=f"{WORK}/experiment.json",
+        plan=f"{WORK}/plan.json",
     output:
         f"{RESULTS}/decode/pair_{{pair}}.json",
     log:
@@ -30,7 +31,7 @@ rule decode_pair:
         lengths=",".join(str(x) for x in DECODE["lengths"]),
         peer=option("--peer-length", DECODE["peer_length"]),
     shell:
-        "shapelm bench decode --config {input.experiment:q} --runs {params.runs:q} "
+        "shapelm bench decode --config {input.plan:q} --runs {params.runs:q} "
         "--mixer {params.mixers:q} --lengths {params.lengths:q} {params.peer:q} --out {output:q} "
         "> {log:q} 2>&1"
 

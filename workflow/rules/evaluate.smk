@@ -6,7 +6,7 @@ rule eval_ppl:
         model=lambda w: model_file(w.run),
         val=lambda w: val_data(w.run),
     output:
-        f"{RESULTS}/runs/{{run}}/ppl.json",
+        f"{RUN_RESULTS}/ppl.json",
     log:
         f"{LOGS}/runs/{{run}}/eval_ppl.log",
     benchmark:
@@ -84,7 +84,7 @@ rule downstream:
             *(fetch_stage.task_input(t, "") for t in fetch_stage.hub_tasks(EXP, w.run))
         ),
     output:
-        f"{RESULTS}/runs/{{run}}/downstream.json",
+        f"{RUN_RESULTS}/downstream.json",
     log:
         f"{LOGS}/runs/{{run}}/downstream.log",
     benchmark:
@@ -123,7 +123,7 @@ rule export_hf:
         f"{LOGS}/runs/{{run}}/export_hf.log",
     resources:
         runtime=60,
-        mem_mb=lambda w: wf.eval_host_mem_mb(EXP.run(w.run)),
+        mem_mb=lambda w: jobs.eval_host_mem_mb(EXP.run(w.run)),
         cpus_per_task=2,
         nodes=1,
         gres="",

@@ -13,7 +13,7 @@ LC_TASKS = ",".join(LC["ruler_tasks"])
 LC_RUN = {run: lcplan.run_lengths(EXP, run) for run in RUNS}
 # The finetune job: `longctx.resources` (default the run's pretraining shape), one process per
 # GPU started by `shapelm launch` (srun), FSDP across them.
-LC_JOBS = {run: wf.stage_job(EXP, run, "yarn_finetune") for run in RUNS}
+LC_JOBS = {run: jobs.stage_job(EXP, run, "yarn_finetune") for run in RUNS}
 _LC_KEYS = {"gres": "", "mpi": "", "tasks_per_node": 0, "slurm_extra": ""}
 LC_TOKENIZER_INPUT = [TOKENIZER] if DEFAULT_SOURCE else []
 _VAL = f"{WORK}/data/corpus/val"
@@ -105,7 +105,7 @@ rule yarn_finetune:
         model=lambda w: model_file(w.run),
         data=lambda w: finetune_data(w.run),
     output:
-        f"{WORK}/runs/{{run}}/yarn/final/model.safetensors",
+        f"{RUN_DIR}/yarn/final/model.safetensors",
     log:
         f"{LOGS}/runs/{{run}}/yarn_finetune.log",
     benchmark:
@@ -149,7 +149,7 @@ rule proofpile:
         tokenizer=LC_TOKENIZER_INPUT,
         fetched=fetched_longctx("proofpile"),
     output:
-        f"{RESULTS}/runs/{{run}}/proofpile.json",
+        f"{RUN_RESULTS}/proofpile.json",
     log:
         f"{LOGS}/runs/{{run}}/proofpile.log",
     benchmark:
@@ -197,7 +197,7 @@ rule ruler:
         data=f"{WORK}/data/ruler",
         fetched=fetched_tokenizer(TOKENIZER),
     output:
-        f"{RESULTS}/runs/{{run}}/ruler.json",
+        f"{RUN_RESULTS}/ruler.json",
     log:
         f"{LOGS}/runs/{{run}}/ruler.log",
     benchmark:

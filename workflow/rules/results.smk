@@ -6,17 +6,17 @@ from shapelm.results import artifacts as result_artifacts
 
 
 def run_outputs(run):
-    outs = [model_file(run), f"{RESULTS}/runs/{run}/ppl.json"]
+    outs = [model_file(run), f"{run_results(run)}/ppl.json"]
     # `eval: {tasks: []}`: a run without downstream tasks (LWS)
     if EXP.run(run)["eval"].get("tasks", ["olmo"]):
-        outs.append(f"{RESULTS}/runs/{run}/downstream.json")
+        outs.append(f"{run_results(run)}/downstream.json")
     if run in LONGCTX_RUNS:
         outs += [
-            f"{RESULTS}/runs/{run}/proofpile.json",
-            f"{RESULTS}/runs/{run}/ruler.json",
+            f"{run_results(run)}/proofpile.json",
+            f"{run_results(run)}/ruler.json",
         ]
     if run in NOVELTY_RUNS:
-        outs.append(f"{RESULTS}/runs/{run}/novelty.json")
+        outs.append(f"{run_results(run)}/novelty.json")
     return outs
 
 

@@ -1,11 +1,11 @@
 # Pretraining. Checkpoints live in RUN/checkpoints, outside the declared outputs: Snakemake
 # deletes the outputs of a job it reruns, so after a preemption the rerun resumes from them.
-# A run longer than the partition's time limit is a chain of segments (shapelm.workflow.
+# A run longer than the partition's time limit is a chain of segments (shapelm.plan.jobs.
 # train_plan): `train_segment` jobs train up to a step and leave a marker, `train` finishes.
 
 import shlex
 
-TRAIN_PLANS = {run: wf.train_plan(EXP, run) for run in RUNS}
+TRAIN_PLANS = {run: jobs.train_plan(EXP, run) for run in RUNS}
 TRAIN_RESOURCES = {run: plan.job.resources() for run, plan in TRAIN_PLANS.items()}
 # The same keys on every job (a key's presence matters: `mpi` tells the executor not to wrap
 # the job in a step of its own); empty values are not passed to sbatch.
@@ -38,7 +38,9 @@ def eval_inputs(run):
 # checkpointing setting or of the validation sets rewrites run_config.json and reruns no
 # training (and so deletes no trained model); a change that alters the weights rewrites both.
 def train_config(run):
-    return wf.training_config(EXP, run, [os.path.dirname(p) for p in eval_inputs(run)])
+    return jobs.training_config(
+        EXP, run, [os.path.dirname(p) for p in eval_inputs(run)]
+    )
 
 
 rule run_config:
@@ -46,7 +48,7 @@ rule run_config:
     input:
         val=lambda w: eval_inputs(w.run),
     output:
-        f"{WORK}/runs/{{run}}/run_config.json",
+        f"{RUN_DIR}/run_config.json",
     log:
         f"{LOGS}/runs/{{run}}/run_config.log",
     localrule: True
@@ -60,12 +62,12 @@ rule run_config:
 rule weights_config:
     """The part of a run's training config that decides its weights; a change retrains."""
     output:
-        f"{WORK}/runs/{{run}}/weights_config.json",
+        f"{RUN_DIR}/weights_config.json",
     log:
         f"{LOGS}/runs/{{run}}/weights_config.log",
     localrule: True
     params:
-        config=lambda w: wf.weights_config(EXP, w.run),
+        config=lambda w: jobs.weights_config(EXP, w.run),
     run:
         write_json_atomic(output[0], params.config)
         Path(log[0]).write_text(f"weights config hash {params.config['hash']}\n")
@@ -75,8 +77,8 @@ rule weights_config:
 # float32 CPU reductions depend on it, so a resumed or rerun training matches bitwise only at
 # the same count (docs/TRAINING.md). An explicit SHAPELM_THREADS in the environment wins.
 # A refused start (exit 2: a recipe that differs from the checkpoints', a run locked by another
-# trainer, bad data) is not retried: the retry exits at once (wf.not_retried_when_refused).
-TRAIN_SHELL = wf.not_retried_when_refused(
+# trainer, bad data) is not retried: the retry exits at once (jobs.not_retried_when_refused).
+TRAIN_SHELL = jobs.not_retried_when_refused(
     "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
     "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
     "{params.launch:q} train {input.config:q} --out {params.out:q} "
@@ -101,12 +103,12 @@ TRAIN_RESOURCES_OF_RULE = dict(
 rule train_segment:
     """Train up to step {step} of a run that does not fit one job (checkpoint, marker)."""
     input:
-        config=ancient(f"{WORK}/runs/{{run}}/run_config.json"),
-        weights=f"{WORK}/runs/{{run}}/weights_config.json",
+        config=ancient(f"{RUN_DIR}/run_config.json"),
+        weights=f"{RUN_DIR}/weights_config.json",
         data=lambda w: train_data(w.run),
         previous=lambda w: previous_segment(w.run, w.step),
     output:
-        f"{WORK}/runs/{{run}}/segments/step-{{step}}.json",
+        f"{RUN_DIR}/segments/step-{{step}}.json",
     log:
         f"{LOGS}/runs/{{run}}/train-step-{{step}}.log",
     benchmark:
@@ -124,7 +126,7 @@ rule train_segment:
         until=lambda w: ["--max-steps", w.step],
         margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
         # also a params record: a weights change retrains even if weights_config.json is missing
-        weights=lambda w: wf.weights_config(EXP, w.run)["hash"],
+        weights=lambda w: jobs.weights_config(EXP, w.run)["hash"],
         state=lambda w: segment_marker(w.run, w.step),
     shell:
         TRAIN_SHELL
@@ -132,12 +134,12 @@ rule train_segment:
 
 rule train:
     input:
-        config=ancient(f"{WORK}/runs/{{run}}/run_config.json"),
-        weights=f"{WORK}/runs/{{run}}/weights_config.json",
+        config=ancient(f"{RUN_DIR}/run_config.json"),
+        weights=f"{RUN_DIR}/weights_config.json",
         data=lambda w: train_data(w.run),
         previous=lambda w: previous_segment(w.run),
     output:
-        model=f"{WORK}/runs/{{run}}/final/model.safetensors",
+        model=f"{RUN_DIR}/final/model.safetensors",
     log:
         f"{LOGS}/runs/{{run}}/train.log",
     benchmark:
@@ -152,7 +154,7 @@ rule train:
         until=[],
         margin=lambda w: TRAIN_PLANS[w.run].job.signal_lead_s or 60,
         # also a params record: a weights change retrains even if weights_config.json is missing
-        weights=lambda w: wf.weights_config(EXP, w.run)["hash"],
+        weights=lambda w: jobs.weights_config(EXP, w.run)["hash"],
         state=lambda w: f"{run_dir(w.run)}/final/train_result.json",
     shell:
         TRAIN_SHELL

@@ -2,7 +2,7 @@
 
     shapelm bench decode --pair 906m --mixer mha,gqa,mla --lengths 32k,64k,128k --out t12.json
     shapelm bench decode --arch-a 906m_conv --arch-b 906m_hg --mixer mha --lengths 4k,8k --out f5.json
-    shapelm bench decode --config configs/hourglass.yaml --runs hg906m_conv hg906m_hg --mixer gqa ...
+    shapelm bench decode --config work/EXP/plan.json --runs hg906m_conv hg906m_hg --mixer gqa ...
     shapelm bench decode            # the scaled-down CPU pair, MHA, 1k..16k
 
 Arm A is the baseline (conventional): speedup = latency_A / latency_B, KV reduction = 1 - KV_B/KV_A.
@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import logging
 import sys
+from typing import Any, Callable
 
 from shapelm.errors import ConfigError
 from shapelm.records import DecodeRecord
@@ -37,7 +38,13 @@ def parse_lengths(text: str) -> list[int]:
     return out
 
 
-def add_commands(subparsers) -> None:
+#: (CONFIG, [run names]) -> [(name, resolved run config)]: how `--config` is read. The front end
+#: registering this stage passes it (shapelm.bench_cli: a lookup in the plan), so the decode stage
+#: never loads an experiment itself.
+RunConfigs = Callable[[str, list[str]], list[tuple[str, dict[str, Any]]]]
+
+
+def add_commands(subparsers, run_configs: RunConfigs | None = None) -> None:
     bench = subparsers.choices.get("bench")
     if bench is None:
         bench = subparsers.add_parser("bench", help="micro-benchmarks (decode latency, ...)")
@@ -58,7 +65,7 @@ def add_commands(subparsers) -> None:
     src.add_argument("--pair", choices=["906m", "3b", "8b", "cpu"], help="preset conventional/hourglass pair")
     src.add_argument("--arch-a", metavar="SPEC", help="baseline arm: preset, JSON/YAML spec or file")
     src.add_argument("--arch-b", metavar="SPEC", help="compared arm")
-    src.add_argument("--config", help="experiment config; with --runs A B")
+    src.add_argument("--config", help="the plan (work/EXP/plan.json) or an experiment config; with --runs A B")
     src.add_argument("--runs", nargs=2, metavar=("A", "B"),
                      help="the runs to benchmark (default: the config's decode runs)")
     src.add_argument("--vocab-size", type=int, help="override both arms' vocabulary")
@@ -81,7 +88,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--threads", type=int, help="CPU threads")
     p.add_argument("--peer-length", type=int,
                    help="also time transformers' LlamaForCausalLM + StaticCache on arm A at this length")
-    p.set_defaults(func=run_decode_bench)
+    p.set_defaults(func=run_decode_bench, run_configs=run_configs)
 
 
 def resolve_arms(args) -> list:
@@ -90,7 +97,9 @@ def resolve_arms(args) -> list:
     if args.config or args.runs:
         if not (args.config and args.runs):
             raise ConfigError("--config and --runs A B go together")
-        return resolve_runs(args.config, list(args.runs), args.vocab_size)
+        if getattr(args, "run_configs", None) is None:
+            raise ConfigError("--config: this parser reads no plan; run it as `shapelm bench decode`")
+        return resolve_runs(args.run_configs(args.config, list(args.runs)), args.vocab_size)
     if args.arch_a or args.arch_b:
         if not (args.arch_a and args.arch_b):
             raise ConfigError("give both --arch-a and --arch-b")

@@ -6,6 +6,7 @@ A SPEC is one of
 - an inline builder spec, JSON or YAML: '{"kind": "hourglass", "d_model": 384, ...}';
 - a file: a builder spec (has `kind`), a resolved run config (has `model`), or a
   `model_config.json` (has `layers`).
+Runs of an experiment arrive resolved (`resolve_runs`): `shapelm.bench_cli` looks them up in the plan.
 """
 
 from __future__ import annotations
@@ -90,10 +91,9 @@ def _with_vocab(cfg: ModelConfig, vocab_size: int | None) -> ModelConfig:
     return cfg
 
 
-def resolve_runs(config: str, runs: list[str], vocab_size: int | None = None) -> list[tuple[str, ModelConfig]]:
-    """Arms from an experiment config's named runs."""
+def resolve_runs(runs: list[tuple[str, dict[str, Any]]], vocab_size: int | None = None) -> list[tuple[str, ModelConfig]]:
+    """Arms from resolved run configs, (name, run config) each: the caller (a front end reading
+    the plan) resolves the runs; this stage loads no experiment."""
     from shapelm.config import run_model_config
-    from shapelm.plan.experiment import load_experiment
 
-    exp = load_experiment(config)
-    return [(run, _with_vocab(run_model_config(exp.run(run)), vocab_size)) for run in runs]
+    return [(name, _with_vocab(run_model_config(run), vocab_size)) for name, run in runs]

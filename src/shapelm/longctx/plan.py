@@ -83,7 +83,7 @@ def substitutes_inputs(exp: Experiment) -> bool:
 
 def finetune_world_size(exp: Experiment, run_name: str) -> int:
     """Processes of the run's finetune job: `longctx.resources` over its pretraining resources
-    (what shapelm.workflow.stage_job sizes); one on CPU."""
+    (what shapelm.plan.jobs.stage_job sizes); one on CPU."""
     scale = exp.raw["scales"][exp.run(run_name)["scale"]]
     res = {**exp.raw.get("resources", {}), **scale.get("resources", {}),
            **(exp.section("longctx").get("resources") or {})}

@@ -14,13 +14,14 @@ from typing import Any
 
 from shapelm import files
 from shapelm.accounting import PEAK_BF16_FLOPS, flops_per_token, kv_cache_bytes_per_token, param_counts
-from shapelm.config import Experiment, TrainRecipe, merge, run_model_config, run_recipe
+from shapelm.config import Experiment, TrainRecipe, group_of, merge, run_model_config, run_recipe
 from shapelm.errors import ConfigError
 from shapelm.model.schedules import tapered_raw, tapered_widths
 from shapelm.plan import paths
 from shapelm.plan.decode import decode_baselines, decode_pairs
 from shapelm.plan.experiment import load_experiment
 from shapelm.plan.document import PLAN_VERSION, Plan, is_plan_document, read_plan
+from shapelm.recipes import run_recipe_name
 
 #: The decay schedules Tapered Figure 3 draws side by side at one run's shape.
 TAPERED_SCHEDULES = ("linear", "cosine", "sigmoid")
@@ -111,7 +112,9 @@ def build_plan(exp: Experiment) -> dict[str, Any]:
     """The plan document of a loaded experiment (layout: shapelm.plan.document)."""
     runs = {name: {"config": run, "accounting": accounting(run), "layers": layer_widths(run),
                    "tapered_schedules": tapered_schedules(run), "instances": exp.instances(name),
-                   "primary": exp.is_primary(name)}
+                   "primary": exp.is_primary(name),
+                   # a seed instance follows its config entry's recipe
+                   "recipe": run_recipe_name(exp.raw, group_of(run))}
             for name, run in exp.runs.items()}
     tables: dict[str, list[str]] = {}
     for name, run in exp.runs.items():
@@ -122,6 +125,7 @@ def build_plan(exp: Experiment) -> dict[str, Any]:
     return {
         "version": PLAN_VERSION,
         "name": exp.name,
+        "recipe": exp.raw.get("recipe", "paper"),
         "runs": runs,
         "scale_recipes": {s: scale_recipe(exp, s) for s in exp.raw["scales"]},
         "scale_peak_flops": {s: scale_peak_flops(exp, s) for s in exp.raw["scales"]},

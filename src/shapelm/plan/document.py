@@ -7,7 +7,8 @@ or accounting code. The document holds, per run (every seed instance): the resol
 its accounting row (parameters, FLOPs, KV bytes, recipe), its per-layer widths as built and,
 for a tapered run, its schedule's raw and integer widths; per scale: the merged training recipe
 and the configured GPU peak; the decode pairs and baselines; which runs each table lists; the
-experiment's folders.
+experiment's folders; the training recipe (paper text or released code) the experiment and each
+run follow.
 """
 from __future__ import annotations
 
@@ -20,14 +21,15 @@ from typing import Any
 from shapelm.errors import ConfigError
 
 #: Raised whenever the document's layout changes; a reader refuses any other version.
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 PLAN_FILE = "plan.json"
 REBUILD = "rebuild it: `snakemake --forcerun experiment_plan` (or delete it and rerun)"
 
 
 @dataclass(frozen=True, eq=False)
 class Plan:
-    """One experiment's plan document, typed. `runs`: the resolved run configs by name."""
+    """One experiment's plan document, typed. `runs`: the resolved run configs by name;
+    `recipe`: the experiment's training recipe, `run_recipes`: the one each run follows."""
 
     name: str
     runs: dict[str, dict[str, Any]]
@@ -41,6 +43,8 @@ class Plan:
     decode_baselines: dict[str, str]
     tables: dict[str, list[str]]
     paths: dict[str, str]
+    recipe: str
+    run_recipes: dict[str, str]
     _instances: dict[str, list[str]]
     _primary: frozenset[str]
 
@@ -64,6 +68,8 @@ class Plan:
             decode_baselines=dict(doc["decode"]["baselines"]),
             tables={t: list(names) for t, names in doc["tables"].items()},
             paths=dict(doc["paths"]),
+            recipe=doc["recipe"],
+            run_recipes={n: r["recipe"] for n, r in runs.items()},
             _instances={n: list(r["instances"]) for n, r in runs.items()},
             _primary=frozenset(n for n, r in runs.items() if r["primary"]),
         )

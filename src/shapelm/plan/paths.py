@@ -1,5 +1,5 @@
 """Where an experiment's files live, relative to the workflow's working directory. The one
-spelling of the layout: rules, `shapelm.workflow` and `shapelm results` take it from here."""
+spelling of the layout: rules, the rest of `shapelm.plan` and `shapelm results` take it from here."""
 from __future__ import annotations
 
 
@@ -13,9 +13,24 @@ def run_dir(exp: str, run: str) -> str:
     return f"{work_dir(exp)}/runs/{run}"
 
 
+def benchmarks_dir(exp: str) -> str:
+    """Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs)."""
+    return f"{work_dir(exp)}/benchmarks"
+
+
+def logs_dir(exp: str) -> str:
+    """Every job's log."""
+    return f"logs/{exp}"
+
+
 def results_dir(exp: str) -> str:
     """Per-run result JSONs, the decode benchmark and the tables."""
     return f"results/{exp}"
+
+
+def run_results_dir(exp: str, run: str) -> str:
+    """One run's result JSONs (ppl.json, downstream.json, proofpile.json, ruler.json, novelty.json)."""
+    return f"{results_dir(exp)}/runs/{run}"
 
 
 def figures_dir(exp: str) -> str:
