@@ -303,6 +303,9 @@ def test_a_second_ctrl_c_interrupts_and_ignored_signals_stay_ignored():
     from shapelm.train.preempt import Preemption
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    # Ctrl-C handled as in an interactive shell, even when the tests run in a background job
+    # (whose shell starts them with SIGINT ignored, which Preemption would rightly keep).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = Preemption()
     try:
         stop.install()
@@ -316,6 +319,7 @@ def test_a_second_ctrl_c_interrupts_and_ignored_signals_stay_ignored():
         stop.restore()
         signal.signal(signal.SIGHUP, previous)
     assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+    signal.signal(signal.SIGINT, previous_int)
 
 
 # -- one trainer per directory ------------------------------------------------------------------
