@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from shapelm.accounting import flops_per_token, output_layer_forward_flops  # noqa: E402
-from shapelm.config import TrainRecipe, run_model_config, run_recipe  # noqa: E402
+from shapelm.config import TrainRecipe, run_recipe  # noqa: E402
 from shapelm.config import write_json_atomic  # noqa: E402
-from shapelm.model.config import AttentionShape, LayerShape, ModelConfig  # noqa: E402
+from shapelm.model.config import AttentionShape, LayerShape, ModelConfig, run_model_config  # noqa: E402
 from shapelm.plan.runs import resolve_run  # noqa: E402
 
 #: Bumped when rows change meaning; `shapelm plan` (shapelm.plan.cost) reads this version.

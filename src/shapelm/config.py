@@ -546,10 +546,6 @@ def config_hash(run: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def run_model_config(run: dict[str, Any]) -> ModelConfig:
-    return ModelConfig.from_dict(run["model"])
-
-
 def run_recipe(run: dict[str, Any]) -> TrainRecipe:
     return TrainRecipe.from_dict(run["train"])
 

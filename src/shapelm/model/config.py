@@ -330,3 +330,8 @@ def _coerce_layer(layer: Any) -> LayerShape:
         cms_chunks=tuple(layer["cms_chunks"]) if layer.get("cms_chunks") is not None else None,
         **{key: layer.get(key) for key in ("cms_lr", "cms_momentum", "cms_decay")},
     )
+
+
+def run_model_config(run: dict[str, Any]) -> ModelConfig:
+    """A resolved run config's model config (its `model` key, as `ModelConfig.to_dict` wrote it)."""
+    return ModelConfig.from_dict(run["model"])
