@@ -32,7 +32,6 @@ from typing import Any
 import yaml
 
 from shapelm.errors import ConfigError
-from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 #: Snakemake's configfile loader evaluates YTE templates when a file sets this key.
@@ -44,6 +43,9 @@ TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens", "eval_every
 MAX_TOKENS = 10**15
 #: The largest training seed (the schema's $defs/seed): numpy's generators take no more.
 MAX_SEED = 2**32 - 1
+#: What a block recomputes in backward instead of keeping for it: the recipe's
+#: activation_checkpointing options (shapelm.model.transformer applies them).
+RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 
 
 def _name_rules() -> dict[str, str]:
@@ -558,6 +560,8 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
 
 
 def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
+    """A run config read back from JSON (or YAML): its keys and training recipe checked. Its
+    model config is checked where it is built (`shapelm.model.config.run_model_config`)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: run config not found")
@@ -571,6 +575,5 @@ def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
     for key in ("name", "model", "train"):
         if key not in run:
             raise ConfigError(f"{path}: run config lacks key {key!r}")
-    ModelConfig.from_dict(run["model"])
     TrainRecipe.from_dict(run["train"], f"{path}: train")
     return run

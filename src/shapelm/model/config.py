@@ -17,8 +17,6 @@ from typing import Any
 from shapelm.errors import ConfigError
 
 NORM_PLACEMENTS = ("pre", "reordered")
-#: What a block recomputes in backward instead of keeping for it (shapelm.model.transformer).
-RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 #: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
 #: "titans" is Behrouz et al. 2024 (arXiv 2501.00663): the neural long-term memory
