@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from shapelm.config import run_model_config
+from shapelm.model.config import run_model_config
 from shapelm.plan.experiment import load_experiment
 from shapelm.model import build_model
 from shapelm.model.transformer import RECOMPUTE_MODES

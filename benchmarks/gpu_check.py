@@ -22,7 +22,7 @@ after every row, so a kill leaves every finished row):
 
 A pre-flight lists the optional packages that are missing and which rows each one costs. No
 config schema validation on this path (the device image has no jsonschema): the shapes are read
-from configs/paper.yaml with `resolve_run`. Every row has `status` ok / skipped (with `reason`) /
+from configs/paper.yaml with `shapelm.plan.runs.resolve_run`. Every row has `status` ok / skipped (with `reason`) /
 error (with `error`: the exception's type and message); `--budget-s` (default 260) bounds the
 whole run, and a row still running when it ends is stopped (an error row). `--cpu-smoke` runs
 every row at tiny size on the CPU (eager, micro-batch 1; FP8 rows skipped) and writes
@@ -53,9 +53,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from shapelm.accounting import flops_per_token, output_layer_forward_flops  # noqa: E402
-from shapelm.config import TrainRecipe, resolve_run, run_model_config, run_recipe  # noqa: E402
+from shapelm.config import TrainRecipe, run_recipe  # noqa: E402
 from shapelm.config import write_json_atomic  # noqa: E402
-from shapelm.model.config import AttentionShape, LayerShape, ModelConfig  # noqa: E402
+from shapelm.model.config import AttentionShape, LayerShape, ModelConfig, run_model_config  # noqa: E402
+from shapelm.plan.runs import resolve_run  # noqa: E402
 
 #: Bumped when rows change meaning; `shapelm plan` (shapelm.plan.cost) reads this version.
 SCHEMA = 2

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from shapelm.accounting import param_counts
-from shapelm.config import run_model_config
+from shapelm.model.config import run_model_config
 from shapelm.plan.experiment import load_experiment
 from shapelm.model import build_model
 

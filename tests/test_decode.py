@@ -219,7 +219,7 @@ def test_runs_of_an_experiment_come_resolved_from_the_plan(tmp_path):
     from pathlib import Path
 
     from shapelm.bench_cli import run_configs
-    from shapelm.config import run_model_config
+    from shapelm.model.config import run_model_config
     from shapelm.decode.cli import add_commands, resolve_arms
     from shapelm.decode.specs import resolve_runs
     from shapelm.errors import ConfigError

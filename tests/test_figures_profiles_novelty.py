@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from shapelm import reference as R
-from shapelm.config import run_model_config
+from shapelm.model.config import run_model_config
 from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results import artifacts

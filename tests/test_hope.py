@@ -231,9 +231,9 @@ def test_a_hope_model_trains_through_the_trainer_from_a_meta_build(tmp_path):
     CMS level's own method of that name once shadowed."""
     import numpy as np
 
-    from shapelm.config import resolve_run
-    from shapelm.plan.experiment import load_experiment
     from shapelm.data.tokens import write_token_dir
+    from shapelm.plan.experiment import load_experiment
+    from shapelm.plan.runs import resolve_run
     from shapelm.train import train
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml")

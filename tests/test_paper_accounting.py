@@ -11,7 +11,8 @@ import pytest
 
 from shapelm import reference
 from shapelm.accounting import flops_per_token, param_counts
-from shapelm.config import run_model_config, run_recipe
+from shapelm.config import run_recipe
+from shapelm.model.config import run_model_config
 from shapelm.plan.experiment import load_experiment
 
 PAPER = load_experiment(Path(__file__).parents[1] / "configs" / "paper.yaml")

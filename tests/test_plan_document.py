@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shapelm.accounting import param_counts
-from shapelm.config import run_model_config
+from shapelm.model.config import run_model_config
 from shapelm.errors import ConfigError
 from shapelm.plan.build import load_plan, plan_of, write_plan
 from shapelm.plan.document import PLAN_VERSION, read_plan

@@ -53,8 +53,9 @@ def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
 
 def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
     """The released-code recipe ranks above a scale's settings; the rehearsal's sizes still win."""
-    from shapelm.config import merge, resolve_run
+    from shapelm.config import merge
     from shapelm.plan.experiment import load_experiment
+    from shapelm.plan.runs import resolve_run
     from shapelm.rehearsal import rehearsal_config, write_inputs
 
     write_inputs(tmp_path / "inputs")
@@ -73,9 +74,9 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, confi
     import numpy as np
     import torch
 
-    from shapelm.config import resolve_run
-    from shapelm.plan.experiment import load_experiment
     from shapelm.data.tokens import write_token_dir
+    from shapelm.plan.experiment import load_experiment
+    from shapelm.plan.runs import resolve_run
     from shapelm.rehearsal import rehearsal_config, write_inputs
     from shapelm.train import train
 

@@ -79,7 +79,7 @@ def test_every_paper_sweep_run_is_at_its_named_ratio_and_budget():
     import re
     from pathlib import Path
 
-    from shapelm.config import run_model_config
+    from shapelm.model.config import run_model_config
     from shapelm.plan.experiment import load_experiment
     from shapelm.solver import RATIO_TOLERANCE
 

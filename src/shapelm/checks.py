@@ -15,9 +15,10 @@ import re
 import sys
 from typing import Any
 
-from shapelm.config import Experiment, load_yaml, raise_problems, run_model_config, run_recipe, validate_schema
+from shapelm.config import Experiment, load_yaml, raise_problems, run_recipe, validate_schema
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ShapelmError
+from shapelm.model.config import run_model_config
 
 
 def _stage_checks(exp: Experiment) -> list[str]:

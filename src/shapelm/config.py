@@ -2,8 +2,8 @@
 
 An experiment config (`configs/*.yaml`) holds scale recipes (seed 000 Table 4), stage settings
 and named runs; each run names its scale, so it inherits that scale's recipe, and gives its
-architecture as a builder spec. `resolve_run` turns one run into a self-contained *run config*
-(a plain dict, saved as JSON by the workflow) that every stage consumes:
+architecture as a builder spec. `shapelm.plan.runs.resolve_run` turns one run into a
+self-contained *run config* (a plain dict, saved as JSON by the workflow) that every stage consumes:
 
     {"name": ..., "scale": ..., "arch": {...}, "model": ModelConfig.to_dict(),
      "train": TrainRecipe fields, "data": {...}, "eval": {...}, "experiment": ..., "hash": ...}
@@ -11,7 +11,7 @@ architecture as a builder spec. `resolve_run` turns one run into a self-containe
 Validation happens on load, before any job runs: the YAML is read strictly (a duplicate key is an
 error, `__use_yte__` templates are refused: configs are data), checked against
 `schemas/config.schema.yaml` (every section closed, typed and ranged; names safe as path
-components), every run's model config is built, cross-field checks run (`check_runs`) and every
+components), every run's model config is built (shapelm.plan), cross-field checks run (`check_runs`) and every
 output path the config names is confined to its output folder (`check_output_paths`). Every
 error is a `ConfigError` naming the key and the value.
 """
@@ -32,8 +32,6 @@ from typing import Any
 import yaml
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import build_model_config, kind_keys
-from shapelm.model.config import RECOMPUTE_MODES, ModelConfig
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 #: Snakemake's configfile loader evaluates YTE templates when a file sets this key.
@@ -45,6 +43,9 @@ TOKEN_COUNT_KEYS = ("warmup_tokens", "total_tokens", "batch_tokens", "eval_every
 MAX_TOKENS = 10**15
 #: The largest training seed (the schema's $defs/seed): numpy's generators take no more.
 MAX_SEED = 2**32 - 1
+#: What a block recomputes in backward instead of keeping for it: the recipe's
+#: activation_checkpointing options (shapelm.model.transformer applies them).
+RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 
 
 def _name_rules() -> dict[str, str]:
@@ -519,60 +520,6 @@ def seed_instances(data: dict[str, Any], where: str = "config") -> dict[str, lis
     return out
 
 
-def resolve_run(data: dict[str, Any], run_name: str, where: str = "config", seed: int | None = None,
-                instance: str | None = None) -> dict[str, Any]:
-    """One run's resolved config; `seed`/`instance`: one instance of a run with `seeds:` (its
-    training seed and run name, see `seed_instances`)."""
-    run = data["runs"][run_name]
-    instance = instance or run_name
-    scale = run["scale"]
-    if scale not in data.get("scales", {}):
-        raise ConfigError(f"{where}: runs.{run_name}.scale: unknown scale {scale!r}")
-    scale_cfg = data["scales"][scale]
-    # The run's recipe (shapelm.recipes): `official` overrides with the released code's values.
-    from shapelm.recipes import recipe_overrides
-
-    recipe_train, recipe_arch, recipe_record = recipe_overrides(data, run_name, where)
-    arch = merge(merge(data.get("model_defaults", {}), recipe_arch), run["arch"])
-    # Table 4 gives attention heads per scale; kinds that derive their heads per layer (lws:
-    # from head_dim and the layer's width) or spell them out (explicit) do not take n_heads.
-    takes_heads = "n_heads" in kind_keys(arch.get("kind", ""))
-    if takes_heads and "n_heads" not in arch and arch.get("attention", True) and "n_heads" in scale_cfg:
-        arch["n_heads"] = scale_cfg["n_heads"]
-    train_dict = merge(merge(data.get("train_defaults", {}), scale_cfg.get("train", {})), recipe_train)
-    train_dict = merge(train_dict, run.get("train", {}))
-    if seed is not None:
-        train_dict["seed"] = seed
-    recipe = TrainRecipe.from_dict(train_dict, f"{where}: runs.{run_name}.train")
-    arch.setdefault("max_seq_len", recipe.seq_len)
-    model = build_model_config(arch, f"{where}: runs.{run_name}.arch")
-    first = instance == run_name
-    resolved = {
-        "name": instance,
-        "experiment": data.get("name", "experiment"),
-        "scale": scale,
-        "tables": list(run.get("tables", [])),
-        "label": run.get("label", run_name) if first else f"{run.get('label', run_name)} (seed {seed})",
-        "arch": arch,
-        "model": json.loads(json.dumps(model.to_dict())),  # tuples -> lists, as on disk
-        "train": recipe.to_dict(),
-        "data": merge(data.get("data", {}), scale_cfg.get("data", {})),
-        "eval": merge(data.get("eval", {}), run.get("eval", {})),
-        # Long context (YaRN, Proof-pile, RULER) runs on the first seed only: the seeds repeat
-        # pretraining and its standard evaluations.
-        "longctx": bool(run.get("longctx", False)) and first,
-    }
-    if recipe_record:  # only `official`: the paper recipe leaves run configs (and hashes) as they were
-        resolved["recipe"] = recipe_record
-    if seed is not None:
-        # Bookkeeping, outside the hash: the first seed's instance hashes as the same run without
-        # `seeds:` trained with that seed.
-        names = [n for n, _ in seed_instances(data, where)[run_name]]
-        resolved[SEED_GROUP_KEY] = {"run": run_name, "seed": seed, "instances": names}
-    resolved["hash"] = config_hash(resolved)
-    return resolved
-
-
 #: `train` settings that decide what a run evaluates, logs and keeps, never its weights: the
 #: config hash leaves them out, so changing one neither reruns training nor deletes its final
 #: model (workflow/rules/train.smk). The held-out split (eval_heldout_sequences) lies after
@@ -601,10 +548,6 @@ def config_hash(run: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def run_model_config(run: dict[str, Any]) -> ModelConfig:
-    return ModelConfig.from_dict(run["model"])
-
-
 def run_recipe(run: dict[str, Any]) -> TrainRecipe:
     return TrainRecipe.from_dict(run["train"])
 
@@ -617,6 +560,8 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
 
 
 def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
+    """A run config read back from JSON (or YAML): its keys and training recipe checked. Its
+    model config is checked where it is built (`shapelm.model.config.run_model_config`)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: run config not found")
@@ -630,6 +575,5 @@ def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
     for key in ("name", "model", "train"):
         if key not in run:
             raise ConfigError(f"{path}: run config lacks key {key!r}")
-    ModelConfig.from_dict(run["model"])
     TrainRecipe.from_dict(run["train"], f"{path}: train")
     return run

@@ -11,7 +11,8 @@ from pathlib import Path
 import yaml
 
 from shapelm.accounting import SHAPE_COLUMNS, shape_row
-from shapelm.config import run_model_config, run_recipe
+from shapelm.config import run_recipe
+from shapelm.model.config import run_model_config
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.solver import COUNTS, RATIO_TOLERANCE, parse_count, solve

@@ -1,7 +1,7 @@
 """Plan-time data decisions and checks: what each scale trains on, and what would fail later.
 
 A run's data section is the top-level ``data:`` merged with its scale's ``data:``
-(``config.resolve_run``). Keys (docs/DATA.md section 7):
+(``shapelm.plan.runs.resolve_run``). Keys (docs/DATA.md section 7):
 
 * ``source``: ``olmo`` (fixed-order OLMo-2 stage-1 slices, dolma2 ids) or ``default``.
 * ``tokenizer``: the tokenizer of the tokens the run trains and is evaluated on. For ``olmo``

@@ -94,6 +94,6 @@ def _with_vocab(cfg: ModelConfig, vocab_size: int | None) -> ModelConfig:
 def resolve_runs(runs: list[tuple[str, dict[str, Any]]], vocab_size: int | None = None) -> list[tuple[str, ModelConfig]]:
     """Arms from resolved run configs, (name, run config) each: the caller (a front end reading
     the plan) resolves the runs; this stage loads no experiment."""
-    from shapelm.config import run_model_config
+    from shapelm.model.config import run_model_config
 
     return [(name, _with_vocab(run_model_config(run), vocab_size)) for name, run in runs]

@@ -17,8 +17,6 @@ from typing import Any
 from shapelm.errors import ConfigError
 
 NORM_PLACEMENTS = ("pre", "reordered")
-#: What a block recomputes in backward instead of keeping for it (shapelm.model.transformer).
-RECOMPUTE_MODES = ("none", "selective", "ffn", "full")
 #: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
 #: "titans" is Behrouz et al. 2024 (arXiv 2501.00663): the neural long-term memory
@@ -330,3 +328,8 @@ def _coerce_layer(layer: Any) -> LayerShape:
         cms_chunks=tuple(layer["cms_chunks"]) if layer.get("cms_chunks") is not None else None,
         **{key: layer.get(key) for key in ("cms_lr", "cms_momentum", "cms_decay")},
     )
+
+
+def run_model_config(run: dict[str, Any]) -> ModelConfig:
+    """A resolved run config's model config (its `model` key, as `ModelConfig.to_dict` wrote it)."""
+    return ModelConfig.from_dict(run["model"])

@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from shapelm.model.config import RECOMPUTE_MODES, TITANS_CONV_KERNEL, LayerShape, ModelConfig
+from shapelm.config import RECOMPUTE_MODES
+from shapelm.model.config import TITANS_CONV_KERNEL, LayerShape, ModelConfig
 from shapelm.model.hope import CMSLevel
 from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
 from shapelm.model.titans import NeuralMemory

@@ -1,5 +1,6 @@
 """Planning: everything derived from an experiment config before anything runs.
 
+    shapelm.plan.runs        run resolution: a run's scale, recipe and seed merged, its model config built
     shapelm.plan.experiment  an experiment loaded as the workflow plans it: validated, every run
                              resolved, checked across fields and for where its outputs go
     shapelm.plan.paths       where each experiment's and run's files live (work/, results/, paper_figures/)

@@ -14,8 +14,9 @@ from typing import Any
 
 from shapelm import files
 from shapelm.accounting import PEAK_BF16_FLOPS, flops_per_token, kv_cache_bytes_per_token, param_counts
-from shapelm.config import Experiment, TrainRecipe, group_of, merge, run_model_config, run_recipe
+from shapelm.config import Experiment, TrainRecipe, group_of, merge, run_recipe
 from shapelm.errors import ConfigError
+from shapelm.model.config import run_model_config
 from shapelm.model.schedules import tapered_raw, tapered_widths
 from shapelm.plan import paths
 from shapelm.plan.decode import decode_baselines, decode_pairs

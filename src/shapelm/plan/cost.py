@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from shapelm.accounting import flops_per_token
-from shapelm.config import Experiment, run_model_config
+from shapelm.config import Experiment
+from shapelm.model.config import run_model_config
 from shapelm.plan.jobs import STAGE_RUNTIME_MIN, run_resources, total_train_flops
 
 #: Where benchmarks/gpu_check.py writes its measurements (one JSON file per GPU and run).

@@ -2,7 +2,7 @@
 (and seed instance) resolved, then checked across fields (`check_runs`: model lengths, decode
 baselines, evaluation task names) and for where its names put outputs (`check_output_paths`).
 
-`shapelm.config` holds the schema, the loader and run resolution; the checks here need the
+`shapelm.config` holds the schema and the loader, `shapelm.plan.runs` run resolution; the checks here need the
 evaluation task registry and the per-scale data plan, which sit above it.
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ from shapelm.config import (
     merge,
     raise_problems,
     refuse_templates,
-    resolve_run,
     section_defaults,
     seed_instances,
     validate_schema,
@@ -30,6 +29,7 @@ from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_
 from shapelm.errors import EvalError
 from shapelm.evaluation.standins import standin_tasks
 from shapelm.evaluation.tasks import expand_task_names
+from shapelm.plan.runs import resolve_run
 
 
 def load_experiment(path_or_data: str | os.PathLike | dict[str, Any], overrides: dict | None = None,

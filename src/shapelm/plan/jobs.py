@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shapelm.accounting import flops_per_token
-from shapelm.config import Experiment, config_hash, run_model_config, run_recipe, weights_content
+from shapelm.config import Experiment, config_hash, run_recipe, weights_content
+from shapelm.model.config import run_model_config
 
 
 #: What pretraining reads of a resolved run, and nothing else: changing an evaluation,

@@ -17,10 +17,15 @@ import argparse
 
 def _train(args) -> int:
     from shapelm.config import load_run_config, write_json_atomic
-    from shapelm.errors import ShapelmError
+    from shapelm.errors import ConfigError, ShapelmError
+    from shapelm.model.config import run_model_config
     from shapelm.train.loop import train
 
     run = load_run_config(args.run_config)
+    try:
+        run_model_config(run)  # a bad model config is a user error naming the file, before any work
+    except (ConfigError, TypeError) as err:
+        raise ConfigError(f"{args.run_config}: model: {err}") from None
     try:
         result = _run(train, run, args)
     except KeyboardInterrupt:  # a second Ctrl-C while the first one's checkpoint was written
