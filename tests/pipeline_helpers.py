@@ -14,11 +14,21 @@ VENV_BIN = Path(sys.executable).parent
 LOCAL_SLURM = Path(os.environ.get("SHAPELM_LOCAL_SLURM", ROOT.parent / "shared" / "tools" / "local-slurm"))
 
 
-def user_env():
+def user_env(**extra):
     # PATH as the user has it: the workflow itself must find the environment's `shapelm`.
-    env = dict(os.environ)
+    env = {**os.environ, **extra}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
+
+
+def snakemake_here(args, cwd, timeout=300, check=True, **env):
+    """The real snakemake on this repository's Snakefile, working in `cwd`."""
+    cmd = [str(VENV_BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "-d", str(cwd), *args]
+    proc = subprocess.run(cmd, check=False, cwd=cwd, env=user_env(**env), capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
 
 
 def copy_repo(dest: Path) -> Path:

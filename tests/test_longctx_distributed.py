@@ -28,7 +28,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_helpers import child_env, metrics  # noqa: E402  (also sets up the bytecode cache)
+from train_helpers import free_port, child_env, metrics  # noqa: E402  (also sets up the bytecode cache)
 
 STEPS = 6
 FT_ARGS = ["--steps", str(STEPS), "--lr", "1e-3", "--batch", "4", "--micro-batch", "1", "--seq-len", "64",
@@ -41,14 +41,6 @@ def finetune_config():
 
     return FinetuneConfig(steps=STEPS, lr=1e-3, batch=4, micro_batch=1, seq_len=64, factor=2.0, original=32,
                           warmup=2, loss_chunk_tokens=16, checkpoint_every=2, device="cpu")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(root: Path, name: str, world: int = 2, **env_extra) -> list[subprocess.Popen]:

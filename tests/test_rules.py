@@ -3,7 +3,6 @@ settings rerun training, SIGTERM reaches running jobs, and the rules pass Snakem
 snakefmt. Every Snakemake here is the real one, planning (or running) in a scratch directory."""
 
 import json
-import os
 import shlex
 import signal
 import string
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pipeline_helpers import snakemake_here, user_env
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,21 +37,6 @@ print("SHELLCMDS=" + json.dumps(rules))
 """
 
 
-def _env(**extra):
-    env = {**os.environ, **extra}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
-def _snakemake(args, cwd, timeout=300, check=True, **env):
-    """The real snakemake on this repository's Snakefile, working in `cwd`."""
-    cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(cwd), *args]
-    proc = subprocess.run(cmd, check=False, cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
-
-
 def _config(tmp_path, name, base="default.yaml", **sections):
     """configs/<base> with `sections` merged in (a dict per top-level key), as a file."""
     from shapelm.config import load_yaml, merge
@@ -67,7 +52,7 @@ def shell_commands():
     commands = {}
     for config, env in (("default.yaml", {}), ("paper.yaml", {"SHAPELM_ALLOW_MISSING_INPUTS": "1"})):
         proc = subprocess.run([sys.executable, "-c", _DUMP_SHELL_COMMANDS, str(ROOT), str(ROOT / "configs" / config)],
-                              check=False, cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=300)
+                              check=False, cwd=ROOT, env=user_env(**env), capture_output=True, text=True, timeout=300)
         line = [x for x in proc.stdout.splitlines() if x.startswith("SHELLCMDS=")]
         assert line, f"loading the workflow with {config} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         commands.update(json.loads(line[0].removeprefix("SHELLCMDS=")))
@@ -106,7 +91,7 @@ def test_config_strings_reach_the_command_line_shell_quoted(tmp_path):
     config = _config(tmp_path, "hostile.yaml", "paper.yaml", **hostile)
     targets = ["work/paper/data/113M/train/manifest.json", "work/paper/data/ruler",
                "work/paper/data/val/wikitext_103/manifest.json"]
-    out = _snakemake(["--configfile", str(config), "-n", "-p", *targets], tmp_path,
+    out = snakemake_here(["--configfile", str(config), "-n", "-p", *targets], tmp_path,
                      SHAPELM_ALLOW_MISSING_INPUTS="1").stdout
     shells = [line for line in out.splitlines() if line.startswith("Shell command:")]
     commands = [c for c in shells if "shapelm fetch " not in c]  # the inputs' fetch jobs come first
@@ -122,7 +107,7 @@ def test_an_injected_config_value_runs_nothing(tmp_path):
     # `--vocab-size` rejects; `touch X` runs in neither case.
     config = _config(tmp_path, "injected.yaml",
                      data={"default_corpus": {"vocab_size": "2048 --help; touch X; exit 1 #"}})
-    proc = _snakemake(["--configfile", str(config), "--cores", "1", "default_corpus"], tmp_path, check=False)
+    proc = snakemake_here(["--configfile", str(config), "--cores", "1", "default_corpus"], tmp_path, check=False)
     assert proc.returncode != 0
     assert not (tmp_path / "X").exists()
 
@@ -148,7 +133,7 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
         (corpus / rel).write_text("{}")
     run_config = tmp_path / "work" / "default" / "runs" / RUN / "run_config.json"
     weights = run_config.with_name("weights_config.json")
-    _snakemake(["--configfile", str(before), "--cores", "1",
+    snakemake_here(["--configfile", str(before), "--cores", "1",
                 *(str(p.relative_to(tmp_path)) for p in (run_config, weights))], tmp_path)
     assert set(json.loads(run_config.read_text())) == {
         "name", "experiment", "scale", "arch", "model", "train", "validation_dirs", "hash"}
@@ -158,7 +143,7 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     model.write_text("stand-in")
 
     def planned(config):
-        out = _snakemake(["--configfile", str(config), "-n", f"run_{RUN}"], tmp_path).stdout
+        out = snakemake_here(["--configfile", str(config), "-n", f"run_{RUN}"], tmp_path).stdout
         stats = out.split("Job stats:")[1].split("Reasons:")[0]
         return stats, {line.split()[0] for line in stats.splitlines()[3:]
                        if line.strip() and line.split()[0] != "total"}
@@ -173,7 +158,7 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
                                             "log_every": 1, "checkpoint_every": 7, "keep_last": 5}}})
     stats, jobs = planned(neutral)
     assert "run_config" in jobs and not jobs & {"train", "weights_config"}, stats
-    _snakemake(["--configfile", str(neutral), "--cores", "1", str(run_config.relative_to(tmp_path))],
+    snakemake_here(["--configfile", str(neutral), "--cores", "1", str(run_config.relative_to(tmp_path))],
                tmp_path)
     written = json.loads(run_config.read_text())
     assert written["train"]["log_every"] == 1 and len(written["validation_dirs"]) == 1
@@ -184,7 +169,7 @@ def test_changing_evaluation_settings_does_not_rerun_training(tmp_path):
     assert {"train", "weights_config", "run_config"} <= jobs, stats
 
     def train_command(config):
-        out = _snakemake(["--configfile", str(config), "-n", "-p", "--forcerun", "train",
+        out = snakemake_here(["--configfile", str(config), "-n", "-p", "--forcerun", "train",
                           str(model.relative_to(tmp_path))], tmp_path).stdout
         return [line for line in out.splitlines() if line.startswith("Shell command:") and " train " in line]
 
@@ -201,7 +186,7 @@ def test_sigterm_to_snakemake_reaches_running_jobs(tmp_path, sig):
         '    output:\n        "done.txt",\n'
         "    shell:\n"
         "        \"trap 'touch got-term; exit 143' TERM; touch started; sleep 120 & wait; touch {output:q}\"\n")
-    proc = subprocess.Popen([SNAKEMAKE, "--cores", "1"], cwd=tmp_path, env=_env(),
+    proc = subprocess.Popen([SNAKEMAKE, "--cores", "1"], cwd=tmp_path, env=user_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -246,7 +231,7 @@ def test_snakemake_lint_reports_only_justified_items():
     snakefile = (ROOT / "Snakefile").read_text()
     for config, env in (("default.yaml", {}), ("paper.yaml", {"SHAPELM_ALLOW_MISSING_INPUTS": "1"})):
         proc = subprocess.run([SNAKEMAKE, "--lint", "--configfile", f"configs/{config}"], check=False,
-                              cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=300)
+                              cwd=ROOT, env=user_env(**env), capture_output=True, text=True, timeout=300)
         titles = lint_titles(proc.stdout + proc.stderr)
         assert proc.returncode == 0 or titles, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert not {t: items for t, items in titles.items() if t not in JUSTIFIED_LINTS}, config
@@ -256,7 +241,7 @@ def test_snakemake_lint_reports_only_justified_items():
 
 def test_a_table_reading_the_decode_benchmark_waits_for_it(tmp_path):
     # tapered_decode's rows are the decode benchmark's: its target must run the benchmark first.
-    proc = _snakemake(["table_tapered_decode", "--configfile", str(ROOT / "configs" / "default.yaml"), "-n",
+    proc = snakemake_here(["table_tapered_decode", "--configfile", str(ROOT / "configs" / "default.yaml"), "-n",
                        "--quiet", "rules"], tmp_path)
     jobs = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     assert {"table_tapered_decode", "decode_bench", "decode_pair"} <= jobs, proc.stdout
@@ -305,7 +290,7 @@ def test_a_refused_job_is_not_retried_a_preempted_one_is(tmp_path, code, attempt
         "    shell:\n"
         f"        jobs.not_retried_when_refused(\"echo x >> attempts; echo 'shapelm train: error: "
         f"locked by pid 7' > {{log:q}}; exit {code}\", '.refused', '{{log:q}}')\n")
-    env = {k: v for k, v in _env().items() if k != "SHAPELM_WORKFLOW_RUN"}
+    env = {k: v for k, v in user_env().items() if k != "SHAPELM_WORKFLOW_RUN"}
     for invocation in (1, 2):
         proc = subprocess.run([SNAKEMAKE, "--cores", "1"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120, check=False)

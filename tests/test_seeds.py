@@ -108,7 +108,7 @@ def test_the_workflow_plans_one_training_per_seed_and_reuses_the_first(tmp_path)
     leaves it), only the two later seeds are trained, each by its own job."""
     import time
 
-    from test_rules import _snakemake
+    from pipeline_helpers import snakemake_here as _snakemake
 
     exp = load_experiment(ROOT / "configs" / "default.yaml")
     corpus = tmp_path / "work" / "default" / "data" / "corpus"

@@ -14,15 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_helpers import child_env  # noqa: E402  (also sets up the bytecode cache)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from train_helpers import free_port, child_env  # noqa: E402  (also sets up the bytecode cache)
 
 
 def test_a_signal_on_one_rank_stops_every_rank_with_it():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -16,6 +15,7 @@ import torch
 
 from shapelm.train import train
 from train_helpers import (
+    free_port,
     HELPER,
     child_env,
     load_final,
@@ -29,12 +29,6 @@ STEPS = 6
 # Validation at steps 3 and 6 on a 25-instance held-out split: 13 chunks over 2 ranks under DDP
 # (one rank repeats a forward), 7 under FSDP (the last one padded).
 VAL = dict(eval_every=3 * 128, eval_heldout_sequences=25)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def metrics(out, kind=None):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from train_helpers import (
+    free_port,
     VOCAB,
     child_env,
     driver_cmd,
@@ -418,8 +419,6 @@ def test_thread_count_is_set_and_recorded_and_a_change_warned(tokens, tmp_path, 
 # -- several ranks ------------------------------------------------------------------------------
 def srun_pair(config, out, data, **extra_env):
     """Two ranks started as `srun --ntasks 2` would (no agent that kills the survivor)."""
-    from test_train_distributed import free_port
-
     port = str(free_port())
     procs = []
     for rank in range(2):

@@ -144,6 +144,15 @@ def _main(argv: list[str]) -> int:
     return result.exit_code
 
 
+def free_port() -> int:
+    """A TCP port free on this host now (for a rendezvous of processes started by hand)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def torchrun(nproc: int, *args: str, **env) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
