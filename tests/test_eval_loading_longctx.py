@@ -8,7 +8,7 @@ from model_helpers import tiny_arch
 from shapelm.evaluation.loading import load_model, resolve_dtype
 from tiny_longctx import tiny_model, tiny_tokenizer
 from shapelm.model.cache import StaticKVCache
-from shapelm.longctx.generate import greedy_generate, greedy_generate_batch
+from shapelm.model.generate import greedy_generate, greedy_generate_batch
 from shapelm.model import build_model, save_pretrained
 from shapelm.model.builders import build_model_config
 from shapelm.model.transformer import Transformer
@@ -74,7 +74,7 @@ def test_ruler_resumes_finished_tasks(tmp_path, monkeypatch):
     first = evaluate_ruler(model, tok, tmp_path / "ruler", pred_dir=tmp_path / "pred", eos_id=0, batch_size=2)
     (tmp_path / "pred" / "512" / "vt.jsonl").unlink()  # as if the job died during "vt"
     calls = []
-    from shapelm.longctx import generate
+    from shapelm.model import generate
 
     real = generate.greedy_generate_batch
     monkeypatch.setattr(generate, "greedy_generate_batch",

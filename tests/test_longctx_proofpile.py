@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from shapelm.data.tokens import write_token_dir
 from shapelm.errors import ConfigError, DataError
 from tiny_longctx import english_text, tiny_model, tiny_tokenizer
-from shapelm.longctx.generate import greedy_generate
+from shapelm.model.generate import greedy_generate
 from shapelm.longctx.proofpile import proofpile_perplexity
 from shapelm.records import ProofpileRecord
 from shapelm.longctx.sources import load_documents

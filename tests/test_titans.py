@@ -373,7 +373,7 @@ def test_memory_carries_information_beyond_the_window(variant):
 def test_ragged_greedy_generation_decodes_each_prompt_as_the_full_forward_would(mixer):
     """RULER's batched decoding: a model with a recurrent state decodes each prompt alone, and
     every token is the full forward's argmax."""
-    from shapelm.longctx.generate import greedy_generate_batch
+    from shapelm.model.generate import greedy_generate_batch
 
     torch.manual_seed(3)
     if mixer == "titans":
@@ -397,3 +397,14 @@ def test_the_shapes_table_counts_the_memory_as_decoding_state():
 
     cfg = titans_cfg()
     assert shape_row("t", cfg, 64, 256)["state_bytes_per_seq"] == recurrent_state_bytes(cfg) > 0
+
+
+@pytest.mark.parametrize("mixer", ["attention", "gated_attention", "titans", "hope_attention"])
+def test_a_recurrent_state_is_what_the_accounting_counts(mixer):
+    """The generator decodes prompts one by one exactly when decoding carries a state."""
+    from shapelm.accounting import decoding_state_bytes
+
+    extra = {"memory_chunk": 8, "window": 16} if mixer == "titans" else {}
+    cfg = build_model_config({"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4,
+                              "vocab_size": 97, "max_seq_len": 64, "mixer": mixer, **extra})
+    assert cfg.has_recurrent_state == bool(decoding_state_bytes(cfg)) == (mixer in ("titans", "hope_attention"))

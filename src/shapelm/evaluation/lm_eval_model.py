@@ -26,7 +26,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from shapelm.longctx.generate import greedy_generate_batch
+from shapelm.model.generate import greedy_generate_batch
 from shapelm.evaluation.loading import (
     EvalError,
     TextTokenizer,
@@ -183,7 +183,7 @@ class ShapelmLM(TemplateLM):
     # -- greedy generation ----------------------------------------------------------------------
     def greedy_generate(self, prompts: list[list[int]], max_new_tokens: int, eos_id: int | None = None) -> list[list[int]]:
         """Greedy continuations of `prompts` decoded together, each ending before `eos_id`: the
-        one greedy generator (`shapelm.longctx.generate`: ragged prompts key-masked in one
+        one greedy generator (`shapelm.model.generate`: ragged prompts key-masked in one
         cache; models with a recurrent state one prompt at a time)."""
         return greedy_generate_batch(self.model, prompts, [max_new_tokens] * len(prompts), eos_id=eos_id,
                                      device=self.device)

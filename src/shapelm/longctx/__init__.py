@@ -6,7 +6,7 @@
 * :mod:`~shapelm.longctx.proofpile`: Proof-pile perplexity at several lengths, one window per
   document, PPL = exp(mean over documents of the per-document mean NLL).
 * :mod:`~shapelm.longctx.ruler`: offline generator and scorer for RULER's 13 synthetic tasks.
-* :mod:`~shapelm.longctx.generate`: greedy decoding with a KV cache.
+* :mod:`~shapelm.model.generate`: greedy decoding with a KV cache.
 * :mod:`~shapelm.longctx.report`: the long-context table and figure.
 * :mod:`~shapelm.longctx.inputs`: PG19 / Proof-pile / RULER inputs as local paths or dataset
   repos in the local HF cache; :mod:`~shapelm.longctx.plan`: settings and ``check_longctx``;
@@ -28,7 +28,7 @@ def __getattr__(name):  # lazy: keep `import shapelm.longctx` cheap
 
         return getattr(proofpile if name == "proofpile_perplexity" else sources, name)
     if name == "greedy_generate":
-        from shapelm.longctx.generate import greedy_generate
+        from shapelm.model.generate import greedy_generate
 
         return greedy_generate
     if name == "write_longctx_report":

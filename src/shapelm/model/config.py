@@ -219,6 +219,12 @@ class ModelConfig:
     def has_attention(self) -> bool:
         return any(layer.attention is not None for layer in self.layers)
 
+    @property
+    def has_recurrent_state(self) -> bool:
+        """Whether decoding carries a state beside the KV cache (Titans' memories, Hope-attention's
+        fast weights): such a state has no key mask, so a shifted prompt would read its padding."""
+        return any(layer.mixer == "titans" or (layer.hope and layer.ffn_widths) for layer in self.layers)
+
     def uniform(self, attr: str) -> Any:
         """A per-layer attribute when every layer agrees, else None (for summary tables)."""
         values = {_layer_attr(layer, attr) for layer in self.layers}

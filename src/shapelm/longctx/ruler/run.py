@@ -148,7 +148,7 @@ def evaluate_ruler(
     Samples decode `batch_size` at a time. With `pred_dir`, every finished task x length is
     written there at once (atomically) and a rerun reuses it instead of decoding it again, so a
     job that ran out of time resumes at the first unfinished task."""
-    from shapelm.longctx.generate import greedy_generate_batch
+    from shapelm.model.generate import greedy_generate_batch
     from shapelm.longctx.sources import decode, encode
 
     data = Path(data_dir)

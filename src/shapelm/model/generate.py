@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import torch
 
-from shapelm.accounting import decoding_state_bytes
 from shapelm.model.cache import StaticKVCache
 
 
@@ -57,7 +56,7 @@ def greedy_generate_batch(
     """Greedy continuations of several prompts decoded together (module docstring)."""
     if not prompts or any(not p for p in prompts):
         raise ValueError("greedy_generate: empty prompt")
-    if len(prompts) > 1 and decoding_state_bytes(model.config):
+    if len(prompts) > 1 and model.config.has_recurrent_state:
         return [greedy_generate_batch(model, [p], [n], eos_id=eos_id, prefill_chunk=prefill_chunk,
                                       device=device)[0] for p, n in zip(prompts, max_new_tokens)]
     device = device or next(model.parameters()).device
