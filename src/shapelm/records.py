@@ -173,12 +173,22 @@ class DownstreamRecord(_Record):
 # --------------------------------------------------------------------------- long context
 
 
-def _check_length_keys(d: dict[str, Any], source, what: str) -> None:
-    for key in d:
+def _per_length(data: Any, what: str, source) -> tuple[list[int], dict[str, Any]]:
+    """The `lengths` list and the table `what` keyed by str(length) of a long-context record."""
+    lengths = _need(data, "lengths", list, source)
+    table = _need(data, what, dict, source)
+    for key in table:
         try:
             int(key)
         except ValueError:
             raise RecordError(f"{_where(source)}: key {what}.{key!r} is not a context length") from None
+    return lengths, table
+
+
+def _finite_by_length(table: dict[str, Any], value) -> dict[int, float]:
+    """Length -> value(entry), the finite ones."""
+    out = {int(k): float(value(v)) for k, v in table.items()}
+    return {k: v for k, v in out.items() if math.isfinite(v)}
 
 
 @dataclass
@@ -196,16 +206,14 @@ class ProofpileRecord(_Record):
 
     @classmethod
     def from_dict(cls, data: Any, source=None) -> ProofpileRecord:
-        lengths = _need(data, "lengths", list, source)
-        ppl = _need(data, "ppl", dict, source)
-        _check_length_keys(ppl, source, "ppl")
+        lengths, ppl = _per_length(data, "ppl", source)
         for key in ppl:
             _need(ppl, key, NUMBER, source, "ppl")
         return cls(lengths, ppl, cls._extra(data))
 
     def by_length(self) -> dict[int, float]:
         """Length -> PPL, the finite ones."""
-        return {int(k): float(v) for k, v in self.ppl.items() if math.isfinite(float(v))}
+        return _finite_by_length(self.ppl, float)
 
 
 @dataclass
@@ -223,16 +231,14 @@ class RulerRecord(_Record):
 
     @classmethod
     def from_dict(cls, data: Any, source=None) -> RulerRecord:
-        lengths = _need(data, "lengths", list, source)
-        scores = _need(data, "scores", dict, source)
-        _check_length_keys(scores, source, "scores")
+        lengths, scores = _per_length(data, "scores", source)
         for key in scores:
             _need(_need(scores, key, dict, source, "scores"), "mean", NUMBER, source, f"scores.{key}")
         return cls(lengths, scores, cls._extra(data))
 
     def by_length(self) -> dict[int, float]:
         """Length -> the mean score over the tasks."""
-        return {int(k): float(v["mean"]) for k, v in self.scores.items() if math.isfinite(float(v["mean"]))}
+        return _finite_by_length(self.scores, lambda entry: entry["mean"])
 
 
 # --------------------------------------------------------------------------- decode
