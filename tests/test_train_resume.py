@@ -85,3 +85,25 @@ def test_sigterm_checkpoints_and_exits_143(setup, tmp_path):
     result = train(cfg, out, data_dir=tokens, progress=False)
     assert result.status == "completed"
     assert_same(reference, load_final(out))
+
+
+def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(setup, tmp_path):
+    """provenance.json: the initial weights' digest is taken when the run starts and kept across
+    a resumption (the resumed process never sees them), the first losses are the logged ones;
+    a resumed run's record equals the uninterrupted run's but for the commit and host."""
+    from shapelm.records import ProvenanceRecord
+
+    cfg, _, tokens, _ = setup
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train(cfg, whole, data_dir=tokens, progress=False).status == "completed"
+    assert train(cfg, parts, data_dir=tokens, progress=False, max_steps=8).status == "stopped"
+    assert train(cfg, parts, data_dir=tokens, progress=False).status == "completed"
+    a, b = (ProvenanceRecord.read(d / "provenance.json") for d in (whole, parts))
+    assert a.identity() == b.identity() and a.first_difference(b) is None
+    assert a.first_losses == b.first_losses and len(a.first_losses) == 5
+    assert a.first_losses[0] == json.loads((whole / "metrics.jsonl").read_text().splitlines()[0])["loss"]
+    assert a.init_weights_sha256 and len(a.init_weights_sha256) == 64
+    assert a.environment["threads"] == torch.get_num_threads()
+    assert a.data["train_sha256"] and a.code["source_sha256"]
+    other = ProvenanceRecord.from_dict({**a.to_dict(), "init_weights_sha256": "0" * 64})
+    assert a.first_difference(other).startswith("initial weights")

@@ -12,6 +12,7 @@ import logging
 import sys
 
 from shapelm.errors import ShapelmError
+from shapelm.numerics import pin_cpu_numerics
 
 # Modules that provide `add_commands(subparsers)`, in the order they appear in --help.
 COMMAND_MODULES = [
@@ -116,6 +117,7 @@ def _command_of(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    pin_cpu_numerics()  # before any stage imports torch (shapelm.numerics)
     parser = build_parser(_command_of(argv) or "")  # no command: the list alone
     args = parser.parse_args(argv)
     logging.basicConfig(

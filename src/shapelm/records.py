@@ -5,6 +5,7 @@
     results/EXP/runs/RUN/proofpile.json   ProofpileRecord   `shapelm longctx proofpile`
     results/EXP/runs/RUN/ruler.json       RulerRecord       `shapelm longctx ruler`
     results/EXP/decode/decode.json        DecodeRecord      `shapelm bench decode` / its merge
+    results/EXP/runs/RUN/provenance.json  ProvenanceRecord  the training loop, copied by `shapelm train provenance`
     work/EXP/runs/RUN/metrics.jsonl       read_metrics / metrics_line   the training loop (MetricsLog)
 
 The writers build a record and call its `write`; `shapelm.results` and every other reader call
@@ -168,6 +169,61 @@ class DownstreamRecord(_Record):
             _need(metrics, task, NUMBER, source, "metrics")
         return cls(metrics, _need(data, "Avg Acc", OPT_NUMBER, source), _need(data, "Avg PPL", OPT_NUMBER, source),
                    cls._extra(data))
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+@dataclass
+class ProvenanceRecord(_Record):
+    """provenance.json: what one run's numbers came from. `code` (the package sources' sha256,
+    the git commit), `data` (sha256 of the training token files, the tokenizer's and the
+    corpus's where known), `init_weights_sha256` (the weights before the first update),
+    `environment` (Python, torch, BLAS, the CPU kernel settings, threads, the lock's sha256),
+    `first_losses` (the first logged training losses, as logged)."""
+
+    code: dict[str, Any]
+    data: dict[str, Any]
+    init_weights_sha256: str | None
+    environment: dict[str, Any]
+    first_losses: list[float]
+    extra: dict[str, Any] = field(default_factory=dict)  # format, run
+
+    LAYOUT = ("format", "run", "code", "data", "init_weights_sha256", "environment", "first_losses")
+    FIELDS = {"code": "code", "data": "data", "init_weights_sha256": "init_weights_sha256",
+              "environment": "environment", "first_losses": "first_losses"}
+    WRITE = {"indent": 1}
+    #: What a difference in provenance means for the numbers, in the order the causes are named.
+    CAUSES = (("data", "data"), ("initial weights", "init_weights_sha256"),
+              ("numerics", "environment"), ("code", "code"))
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> ProvenanceRecord:
+        losses = _need(data, "first_losses", list, source)
+        if not all(isinstance(x, NUMBER) and not isinstance(x, bool) for x in losses):
+            raise RecordError(f"{_where(source)}: key 'first_losses' should be a list of numbers")
+        return cls(_need(data, "code", dict, source), _need(data, "data", dict, source),
+                   _need(data, "init_weights_sha256", (str, type(None)), source),
+                   _need(data, "environment", dict, source), losses, cls._extra(data))
+
+    def identity(self) -> dict[str, Any]:
+        """What must be equal for two runs to compute the same bits: the code's sources, the
+        data, the initial weights and the environment (no commit, host or time)."""
+        return {"data": self.data, "init_weights_sha256": self.init_weights_sha256,
+                "environment": self.environment, "code": {"source_sha256": self.code.get("source_sha256")}}
+
+    def first_difference(self, other: ProvenanceRecord) -> str | None:
+        """The first of data, initial weights, numerics and code that differs, with the key; None
+        when the identities agree."""
+        mine, theirs = self.identity(), other.identity()
+        for cause, key in self.CAUSES:
+            if mine[key] != theirs[key]:
+                a, b = mine[key], theirs[key]
+                if isinstance(a, dict) and isinstance(b, dict):
+                    k = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+                    return f"{cause} ({key}.{k}: {a.get(k)} vs {b.get(k)})"
+                return f"{cause} ({key}: {a} vs {b})"
+        return None
 
 
 # --------------------------------------------------------------------------- long context

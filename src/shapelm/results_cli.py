@@ -39,7 +39,14 @@ def add_commands(subparsers) -> None:
     cmp.add_argument("a", help="a results tree (results/EXP)")
     cmp.add_argument("b", nargs="?", default=None,
                      help="another results tree; default: A as committed (git HEAD)")
+    cmp.add_argument("--exact", action="store_true",
+                     help="every number must be equal bit for bit, whatever the provenance")
     cmp.set_defaults(func=run_compare)
+
+    pv = sub.add_parser("provenance", help="copy a trained run's provenance record into the results tree")
+    pv.add_argument("run_dir", help="the run's directory (work/EXP/runs/RUN)")
+    pv.add_argument("--out", required=True, help="results/EXP/runs/RUN/provenance.json")
+    pv.set_defaults(func=run_provenance)
 
     c = sub.add_parser("captions", help="write the .rst captions of every artifact (for snakemake --report)")
     c.add_argument("config", help="the experiment config (YAML) or its plan (work/EXP/plan.json)")
@@ -83,6 +90,17 @@ def run_captions(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_provenance(args: argparse.Namespace) -> int:
+    from shapelm.records import ProvenanceRecord
+
+    src = Path(args.run_dir) / "provenance.json"
+    record = ProvenanceRecord.read(src)
+    if record is None:
+        raise ResultsError(f"{src}: no provenance record (the run was trained before they were written)")
+    record.write(args.out)
+    return 0
+
+
 def run_compare(args: argparse.Namespace) -> int:
     import subprocess
     import tarfile
@@ -91,7 +109,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from shapelm.results.compare import compare
 
     if args.b is not None:
-        lines, failures = compare(Path(args.a), Path(args.b))
+        lines, failures = compare(Path(args.a), Path(args.b), args.exact)
     else:  # A as committed: `git archive HEAD A` unpacked in a scratch directory
         with tempfile.TemporaryDirectory() as tmp:
             archive = Path(tmp) / "committed.tar"
@@ -101,6 +119,6 @@ def run_compare(args: argparse.Namespace) -> int:
                 raise ResultsError(f"{args.a}: not in git HEAD ({proc.stderr.strip()})")
             with tarfile.open(archive) as tar:
                 tar.extractall(tmp, filter="data")
-            lines, failures = compare(Path(args.a), Path(tmp) / args.a)
+            lines, failures = compare(Path(args.a), Path(tmp) / args.a, args.exact)
     print("\n".join(lines))
     return 1 if failures else 0

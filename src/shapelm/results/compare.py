@@ -1,9 +1,20 @@
 """`shapelm results compare A B`: did a rerun reproduce? Every number of two results trees
 (`results/EXP`), cell by cell: the per-run JSON files (`runs/RUN/*.json`: losses, perplexities,
-accuracies, counts) and the tables' CSV cells, with both values, their relative difference and
-the tolerance of that quantity (TOLERANCES, by the number's own key or column name); timings
-(TIMINGS) are left out. Exit 0 when
-every shared number is within its tolerance, 1 otherwise; a number on one side only is listed.
+accuracies, counts) and the tables' CSV cells (keyed by file, row label, its occurrence and
+column, so rows sharing a label cannot overwrite each other); timings (TIMINGS) are left out.
+
+How close two numbers must be depends on what the runs came from, as their provenance records
+(`runs/RUN/provenance.json`) tell:
+
+* a run whose provenance is the same in both trees (code, data, initial weights, numerics) must
+  reproduce **exactly**: its numbers, and every table cell once all runs agree;
+* otherwise the first difference is named (data, initial weights, numerics, code), and numbers
+  are judged against **seed noise** measured in B: twice the relative standard deviation, across
+  seeds, of the same quantity of seeded runs (`RUN`, `RUN_s1`, `RUN_s2`, ...); where B has no
+  seeded runs, against the fixed tolerance of the quantity (TOLERANCES). The report says which.
+
+Exit 0 when every shared number passes, 1 when one does not or a number is on one side only,
+and an error when nothing was compared (an empty or wrong tree proves nothing).
 """
 
 from __future__ import annotations
@@ -12,20 +23,22 @@ import csv
 import json
 import math
 import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from shapelm.errors import ShapelmError
+from shapelm.records import ProvenanceRecord, RecordError
 
-#: Relative tolerance by quantity (the last key of a JSON number, or a table's column), first
-#: match wins. Counts must be equal; a loss is an average over thousands of tokens whose float
-#: reductions differ between machines (docs/TRAINING.md, "Reproducibility"): 0.2 %; a perplexity
-#: is exp(loss), so a loss difference d moves it by about d x loss: 2 %; accuracies over a few
-#: hundred examples move by whole examples: 2 %; anything else 1 %.
 #: Measurements of time and speed (seconds, tokens/s, ms per token, MFU) are not reproduced by
 #: a rerun on a shared or another machine; they are left out of the comparison.
 TIMINGS = re.compile(r"(^|_)(seconds|time|ms|tokens_per_s|per_s|latency|mfu|throughput|speedup)(_|$)")
 
+#: Relative tolerance by quantity (the last key of a JSON number, or a table's column), first
+#: match wins, where no seed noise is measured. Counts must be equal; a loss 0.2 %; a
+#: perplexity (exp of a loss) 2 %; accuracies over a few hundred examples 2 %; anything else 1 %.
 TOLERANCES: tuple[tuple[str, float], ...] = (
     (r"^(n_|num_|count|step|steps|tokens|seq_len|max_instances|params)", 0.0),
     (r"loss", 2e-3),
@@ -33,6 +46,9 @@ TOLERANCES: tuple[tuple[str, float], ...] = (
     (r"acc|f1|exact|score", 2e-2),
     (r".*", 1e-2),
 )
+#: The quantity classes seed noise is measured for (the keys of ppl.json's aggregate).
+SEED_QUANTITIES = {"loss": "val_loss", "ppl": "val_ppl"}
+SEEDED = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)$")
 
 
 def tolerance(quantity: str) -> float:
@@ -60,33 +76,89 @@ def _as_number(cell: str) -> float | None:
         return None
 
 
-def collect(tree: Path) -> dict[tuple[str, str], float]:
-    """{(cell, quantity): value} of a results tree: `runs/**/*.json` numbers by file and key
-    path, `tables/*.csv` numeric cells by file, row (first column) and column."""
+@dataclass(frozen=True)
+class Cell:
+    """One number's place: `where` (file and key path, or table, row and column), the run it
+    belongs to (None: a table cell) and its quantity (the key or column name)."""
+
+    where: str
+    run: str | None
+    quantity: str
+
+
+def _read_json(f: Path) -> Any:
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise ShapelmError(f"{f}: not JSON ({type(err).__name__}: {err})") from None
+    except OSError as err:
+        raise ShapelmError(f"{f}: unreadable ({err.strerror or err})") from None
+
+
+def collect(tree: Path) -> dict[Cell, float]:
+    """Every number of a results tree: `runs/RUN/**/*.json` by file and key path, `tables/*.csv`
+    numeric cells by file, row label (with its occurrence, from the second on) and column."""
     tree = Path(tree)
     if not tree.is_dir():
         raise ShapelmError(f"{tree}: no such results directory")
-    out: dict[tuple[str, str], float] = {}
+    out: dict[Cell, float] = {}
     for f in sorted((tree / "runs").glob("**/*.json")):
-        try:
-            data = json.loads(f.read_text())
-        except ValueError as err:
-            raise ShapelmError(f"{f}: not JSON ({err})") from None
-        rel = f.relative_to(tree).as_posix()
-        for path, value in _numbers(data):
-            out[(f"{rel}:{'.'.join(path)}", path[-1] if path else "")] = value
+        rel = f.relative_to(tree)
+        run = rel.parts[1] if len(rel.parts) > 2 else None
+        for path, value in _numbers(_read_json(f)):
+            out[Cell(f"{rel.as_posix()}:{'.'.join(path)}", run, path[-1] if path else "")] = value
     for f in sorted((tree / "tables").glob("*.csv")):
-        with open(f, newline="") as fh:
-            rows = list(csv.reader(fh))
+        try:
+            with open(f, newline="", encoding="utf-8") as fh:
+                rows = list(csv.reader(fh))
+        except (OSError, UnicodeDecodeError, csv.Error) as err:
+            raise ShapelmError(f"{f}: unreadable table ({err})") from None
         if not rows:
             continue
-        header = rows[0]
+        header, seen = rows[0], Counter()
         for row in rows[1:]:
+            if not row:
+                continue
+            seen[row[0]] += 1
+            label = row[0] if seen[row[0]] == 1 else f"{row[0]}#{seen[row[0]]}"
             for col, cell in zip(header[1:], row[1:]):
                 value = _as_number(cell)
                 if value is not None:
-                    out[(f"tables/{f.name}:{row[0]}:{col}", col)] = value
+                    out[Cell(f"tables/{f.name}:{label}:{col}", None, col)] = value
     return out
+
+
+def provenance(tree: Path) -> dict[str, ProvenanceRecord]:
+    """{run: its provenance record} of a results tree (runs without one left out)."""
+    out = {}
+    for f in sorted(Path(tree).glob("runs/*/provenance.json")):
+        try:
+            out[f.parent.name] = ProvenanceRecord.read(f)
+        except RecordError as err:
+            raise ShapelmError(str(err)) from None
+    return out
+
+
+def seed_noise(tree: Path) -> tuple[dict[str, float], str]:
+    """({quantity class: relative standard deviation across seeds}, where it was measured): the
+    largest over the groups of seeded runs in `tree` (ppl.json's aggregate)."""
+    groups: dict[str, list[str]] = {}
+    runs = {f.parent.name for f in Path(tree).glob("runs/*/ppl.json")}
+    for run in sorted(runs):
+        m = SEEDED.match(run)
+        if m and m["base"] in runs:
+            groups.setdefault(m["base"], [m["base"]]).append(run)
+    noise: dict[str, float] = {}
+    used = []
+    for base, members in sorted(groups.items()):
+        aggregates = [_read_json(Path(tree) / "runs" / r / "ppl.json").get("aggregate", {}) for r in members]
+        for quantity, key in SEED_QUANTITIES.items():
+            values = [a[key] for a in aggregates if isinstance(a.get(key), (int, float))]
+            if len(values) >= 2 and all(map(math.isfinite, values)) and statistics.fmean(values):
+                rel = statistics.stdev(values) / abs(statistics.fmean(values))
+                noise[quantity] = max(noise.get(quantity, 0.0), rel)
+        used.append(f"{base} ({len(members)} seeds)")
+    return noise, ", ".join(used)
 
 
 def relative_difference(a: float, b: float) -> float:
@@ -97,25 +169,90 @@ def relative_difference(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b))
 
 
-def compare(a: Path, b: Path) -> tuple[list[str], int]:
-    """Report lines (one per number beyond its tolerance or on one side only, then a summary)
-    and the count of failures."""
+@dataclass
+class Comparison:
+    """The outcome: report lines and counts."""
+
+    lines: list[str] = field(default_factory=list)
+    exact: int = 0
+    within: int = 0
+    failures: int = 0
+
+    @property
+    def compared(self) -> int:
+        return self.exact + self.within + self.failures
+
+
+def _seed_tolerance(quantity: str, noise: dict[str, float]) -> float | None:
+    q = quantity.lower()
+    if re.search(TOLERANCES[0][0], q):
+        return 0.0  # counts are not noisy
+    for cls in ("loss", "ppl"):
+        if cls in q and cls in noise:
+            return 2 * noise[cls]
+    return None
+
+
+def compare(a: Path, b: Path, exact: bool = False) -> tuple[list[str], int]:
+    """Report lines (one per number beyond what its provenance allows or on one side only, the
+    provenance verdict, then a summary) and the count of failures. `exact`: every number must
+    be exact, whatever the provenance says (a reproduction check)."""
+    c = compare_trees(a, b, exact)
+    return c.lines, c.failures
+
+
+def compare_trees(a: Path, b: Path, exact: bool = False) -> Comparison:
     ours, theirs = collect(a), collect(b)
-    lines, failures, within = [], 0, 0
-    for key in sorted(set(ours) | set(theirs)):
-        cell, quantity = key
-        if TIMINGS.search(quantity.lower()):
+    prov_a, prov_b = provenance(a), provenance(b)
+    differs = {run: (prov_a[run].first_difference(prov_b[run]) if run in prov_a else
+                     "no provenance record in " + str(a))
+               for run in prov_b}
+    differs.update({run: "no provenance record in " + str(b) for run in prov_a if run not in prov_b})
+    all_same = bool(prov_b) and not any(differs.values())
+    noise, noise_from = seed_noise(b)
+    out = Comparison()
+    for key in sorted(set(ours) | set(theirs), key=lambda k: k.where):
+        if TIMINGS.search(key.quantity.lower()):
             continue
         if key not in ours or key not in theirs:
-            lines.append(f"{cell}: only in {a if key in ours else b}")
-            failures += 1
+            out.lines.append(f"{key.where}: only in {a if key in ours else b}")
+            out.failures += 1
             continue
         x, y = ours[key], theirs[key]
-        rel, tol = relative_difference(x, y), tolerance(quantity)
-        if rel <= tol:
-            within += 1
+        if x == y or (math.isnan(x) and math.isnan(y)):
+            out.exact += 1
             continue
-        failures += 1
-        lines.append(f"{cell}: {x:.6g} vs {y:.6g}, relative difference {rel:.2e} > {tol:.0e}")
-    lines.append(f"{within} of {within + failures} numbers within tolerance; {failures} not")
-    return lines, failures
+        same = differs.get(key.run) is None and key.run in prov_b if key.run else all_same
+        rel = relative_difference(x, y)
+        if same or exact:
+            tol, why = 0.0, "same provenance: must be exact" if same else "--exact"
+        else:
+            seeded = _seed_tolerance(key.quantity, noise)
+            tol, why = ((seeded, "2 x seed noise") if seeded is not None
+                        else (tolerance(key.quantity), "fixed tolerance"))
+        if rel <= tol:
+            out.within += 1
+            continue
+        out.failures += 1
+        out.lines.append(f"{key.where}: {x:.6g} vs {y:.6g}, relative difference {rel:.2e} > {tol:.1e} ({why})")
+    if out.compared == 0:
+        raise ShapelmError(f"{a} and {b}: no number to compare (empty or not results trees)")
+    changed = {run: why for run, why in differs.items() if why}
+    if prov_b and not changed:
+        out.lines.append(f"provenance: all {len(prov_b)} runs the same (code, data, initial weights, "
+                         "numerics): every number must be exact")
+    elif prov_b:
+        for run, why in sorted(changed.items()):
+            out.lines.append(f"provenance of {run} differs: {why}")
+        if noise:
+            measured = ", ".join(f"{q} {v:.2%}" for q, v in sorted(noise.items()))
+            out.lines.append(f"numbers of those runs judged against 2 x seed noise ({measured}; "
+                             f"relative standard deviation across the seeds of {noise_from})")
+        else:
+            out.lines.append("numbers of those runs judged against fixed tolerances (no seeded runs)")
+    else:
+        out.lines.append(f"no provenance records in {b}: numbers judged against fixed tolerances")
+    out.lines.append(
+        f"{out.exact} of {out.compared} numbers reproduced exactly, {out.within} more within "
+        f"tolerance; {out.failures} not")
+    return out

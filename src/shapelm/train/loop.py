@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from shapelm.config import TrainRecipe, config_hash, write_json_atomic
+from shapelm.train import provenance
 from shapelm.data.repetition import repetition_mask
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
@@ -344,6 +345,12 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         full = {}
     model, forward = build_parallel(cfg, recipe, env, full, amp)
     del full
+    # the weights before any update: only a run that starts here sees them (provenance.json)
+    prov = (provenance.started(out_dir, store.manifest, None if fsdp else model, env.device,
+                               resumed=bool(resume), run=run_config.get("name"))
+            if env.is_main else None)
+    if prov is not None:
+        prov.write(out_dir / "provenance.json")
     optimizer = make_optimizer(model, recipe, env, fsdp)
     if resume:
         load_checkpoint(Path(resume[1]), model, optimizer, recipe, env)
@@ -442,6 +449,8 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
                 "config_hash": run_config.get("hash") or config_hash(run_config),
                 "name": run_config.get("name")}
         final = write_final(out_dir, model, cfg, recipe, env, info)
+        if prov is not None:
+            provenance.completed(out_dir, prov).write(out_dir / "provenance.json")
         if env.is_main:
             log.info("training complete: %s", final)
         return TrainResult("completed", step, total, out_dir, checkpoint=final)
