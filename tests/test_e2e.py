@@ -1,10 +1,11 @@
 """End-to-end runs of the real DAG (slow: they run in .ci/run, not in `make test`)."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import VENV_BIN, copy_repo, ensure_gpu_cluster, user_env
+from pipeline_helpers import ROOT, VENV_BIN, copy_repo, ensure_gpu_cluster, user_env
 
 
 def _snakemake(args, cwd, timeout, env=None):
@@ -49,10 +50,20 @@ def test_tiny_target_through_real_slurm(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_default_dag_end_to_end(tmp_path):
+    """The whole tiny DAG from nothing (corpus, 16 runs, every evaluation, table and figure) in a
+    copy of the tree, then every committed number of results/default reproduced bit for bit:
+    the corpus is pinned by content and the CPU numerics by shapelm.numerics (docs/TRAINING.md,
+    "Reproducibility"). Timings are not numbers a rerun reproduces; they are left out."""
     repo = copy_repo(tmp_path / "repo")
+    for committed in ("runs", "tables"):
+        shutil.rmtree(repo / "results" / "default" / committed, ignore_errors=True)
     _snakemake(["--cores", "2"], repo, 2400)
     from shapelm.plan.build import load_plan
     from shapelm.results import artifacts
+    from shapelm.results.compare import compare
 
     for artifact in artifacts(load_plan(repo / "configs" / "default.yaml")):
         assert (repo / artifact["path"]).exists(), artifact["path"]
+    lines, failures = compare(repo / "results" / "default", ROOT / "results" / "default", exact=True)
+    print(lines[-1])
+    assert failures == 0, "\n".join(lines[:40] + lines[-3:])

@@ -129,3 +129,16 @@ def test_exact_holds_every_number_to_its_bits(tmp_path):
     lines, failures = compare(a, b, exact=True)
     assert failures == 2 and "(--exact)" in lines[0]
     assert main(["results", "compare", "--exact", str(a), str(b)]) == 1
+
+
+def test_claims_about_speed_and_tool_dates_are_left_out(tmp_path):
+    """A derived claim measured in tokens/s (its row label says so) and lm-eval's `date` stamp
+    change with the machine's load and the clock: neither is compared."""
+    a, b = _tree(tmp_path / "a", 6.9), _tree(tmp_path / "b", 6.9)
+    for root, speed, date in ((a, 0.356, 1765000000.5), (b, 0.41, 1765003600.25)):
+        (root / "tables" / "claims.csv").write_text(
+            f"id,ours_value\nlws_throughput_min,{speed}\nparam_match_tiny,0.0021\n")
+        (root / "runs" / "r" / "downstream_lm_eval").mkdir()
+        (root / "runs" / "r" / "downstream_lm_eval" / "results.json").write_text(json.dumps({"date": date}))
+    lines, failures = compare(a, b)
+    assert failures == 0 and lines[-1].startswith("5 of 5 numbers reproduced exactly"), lines

@@ -1,7 +1,8 @@
 """`shapelm results compare A B`: did a rerun reproduce? Every number of two results trees
 (`results/EXP`), cell by cell: the per-run JSON files (`runs/RUN/*.json`: losses, perplexities,
 accuracies, counts) and the tables' CSV cells (keyed by file, row label, its occurrence and
-column, so rows sharing a label cannot overwrite each other); timings (TIMINGS) are left out.
+column, so rows sharing a label cannot overwrite each other); timings (TIMINGS: by the number's
+key or column, or a table row's label, e.g. a claim about throughput) are left out.
 
 How close two numbers must be depends on what the runs came from, as their provenance records
 (`runs/RUN/provenance.json`) tell:
@@ -32,9 +33,10 @@ from typing import Any, Iterator
 from shapelm.errors import ShapelmError
 from shapelm.records import ProvenanceRecord, RecordError
 
-#: Measurements of time and speed (seconds, tokens/s, ms per token, MFU) are not reproduced by
-#: a rerun on a shared or another machine; they are left out of the comparison.
-TIMINGS = re.compile(r"(^|_)(seconds|time|ms|tokens_per_s|per_s|latency|mfu|throughput|speedup)(_|$)")
+#: Measurements of time and speed (seconds, tokens/s, ms per token, MFU, TFLOP/s, the date a
+#: tool stamps) are not reproduced by a rerun on a shared or another machine; they are left out.
+TIMINGS = re.compile(
+    r"(^|_)(seconds|time|date|ms|tokens_per_s|per_s|latency|mfu|tflops|throughput|speedup)(_|$)")
 
 #: Relative tolerance by quantity (the last key of a JSON number, or a table's column), first
 #: match wins, where no seed noise is measured. Counts must be equal; a loss 0.2 %; a
@@ -79,11 +81,17 @@ def _as_number(cell: str) -> float | None:
 @dataclass(frozen=True)
 class Cell:
     """One number's place: `where` (file and key path, or table, row and column), the run it
-    belongs to (None: a table cell) and its quantity (the key or column name)."""
+    belongs to (None: a table cell), its quantity (the key or column name) and, in a table, its
+    row's label."""
 
     where: str
     run: str | None
     quantity: str
+    label: str = ""
+
+    @property
+    def is_timing(self) -> bool:
+        return bool(TIMINGS.search(self.quantity.lower()) or TIMINGS.search(self.label.lower()))
 
 
 def _read_json(f: Path) -> Any:
@@ -124,7 +132,7 @@ def collect(tree: Path) -> dict[Cell, float]:
             for col, cell in zip(header[1:], row[1:]):
                 value = _as_number(cell)
                 if value is not None:
-                    out[Cell(f"tables/{f.name}:{label}:{col}", None, col)] = value
+                    out[Cell(f"tables/{f.name}:{label}:{col}", None, col, row[0])] = value
     return out
 
 
@@ -212,7 +220,7 @@ def compare_trees(a: Path, b: Path, exact: bool = False) -> Comparison:
     noise, noise_from = seed_noise(b)
     out = Comparison()
     for key in sorted(set(ours) | set(theirs), key=lambda k: k.where):
-        if TIMINGS.search(key.quantity.lower()):
+        if key.is_timing:
             continue
         if key not in ours or key not in theirs:
             out.lines.append(f"{key.where}: only in {a if key in ours else b}")
