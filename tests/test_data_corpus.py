@@ -47,14 +47,15 @@ def test_domains_are_real_and_deterministic(wheel_cache):
                for d in corpus.wiki_documents())
 
 
-# The digest of the default corpus the committed tiny results were computed on (configs/default.yaml
-# data.default_corpus.sha256.corpus, at vocab 2048 and 1,000,000 training tokens).
-def _committed_digest() -> str:
+# The digests of the default corpus the committed tiny results were computed on
+# (configs/default.yaml data.default_corpus.sha256; the corpus digest covers every document,
+# whatever the vocabulary or the training-token cut).
+def _committed_digests() -> dict:
     import yaml
 
     root = Path(__file__).resolve().parents[1]
     cfg = yaml.safe_load((root / "configs" / "default.yaml").read_text())
-    return cfg["data"]["default_corpus"]["sha256"]["corpus"]
+    return cfg["data"]["default_corpus"]["sha256"]
 
 
 _DIGEST_SCRIPT = """
@@ -67,7 +68,8 @@ print(corpus.corpus_digest(train, val))
 
 def test_corpus_ignores_the_environment(tmp_path, wheel_cache):
     """Another environment (an extra distribution with a long description, an edited project
-    README, other stdlib files on the path) builds the same documents: the committed digest."""
+    README, another mpmath and `this` module first on the path) builds the committed corpus."""
+    import os
     import subprocess
     import sys
 
@@ -83,23 +85,17 @@ def test_corpus_ignores_the_environment(tmp_path, wheel_cache):
     (extra / "mpmath").mkdir()
     (extra / "mpmath" / "__init__.py").write_text('"""' + "Another mpmath. " * 60 + '"""\n')
     (extra / "this.py").write_text("s = 'not the zen'\n")
-    digests = []
-    for env_extra in ({}, {"PYTHONPATH": str(extra)}):
-        env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
-        env.update(env_extra)
-        out = subprocess.run([sys.executable, "-c", _DIGEST_SCRIPT, str(wheel_cache)], env=env,
-                             capture_output=True, text=True, check=True).stdout.split()
-        digests.append(out[-1])
-    assert digests[0] == digests[1]
-    train, val = corpus.split_documents(corpus.default_documents(wheel_cache))
-    assert corpus.corpus_digest(train, val) == digests[0]
+    env = {**os.environ, "PYTHONPATH": str(extra)}
+    out = subprocess.run([sys.executable, "-c", _DIGEST_SCRIPT, str(wheel_cache)], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out[-1] == _committed_digests()["corpus"]
 
 
-def test_committed_corpus_digest(tmp_path, wheel_cache):
-    """The demo's corpus (vocab 2048, 1M training tokens) is the one the results were computed on."""
+def test_committed_corpus_and_tokenizer(tmp_path, wheel_cache):
+    """The demo's corpus (vocab 2048, 1M training tokens) and its BPE are the committed ones."""
     s = corpus.build_default_corpus(tmp_path / "c", vocab_size=2048, max_train_tokens=1_000_000,
                                     cache_dir=wheel_cache)
-    assert s["corpus_sha256"] == _committed_digest()
+    assert {"corpus": s["corpus_sha256"], "tokenizer": s["tokenizer_sha256"]} == _committed_digests()
 
 
 def test_a_pinned_file_with_other_bytes_is_refused(tmp_path, monkeypatch):
