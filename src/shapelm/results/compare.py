@@ -246,20 +246,24 @@ def compare_trees(a: Path, b: Path, exact: bool = False) -> Comparison:
     if out.compared == 0:
         raise ShapelmError(f"{a} and {b}: no number to compare (empty or not results trees)")
     changed = {run: why for run, why in differs.items() if why}
-    if prov_b and not changed:
+    if all_same:
         out.lines.append(f"provenance: all {len(prov_b)} runs the same (code, data, initial weights, "
                          "numerics): every number must be exact")
-    elif prov_b:
+    else:
+        if not prov_b:
+            out.lines.append(f"no provenance records in {b}: no run is known to be the same")
         for run, why in sorted(changed.items()):
             out.lines.append(f"provenance of {run} differs: {why}")
-        if noise:
+        if exact:
+            out.lines.append("--exact: every number must be exact")
+        elif noise:
             measured = ", ".join(f"{q} {v:.2%}" for q, v in sorted(noise.items()))
-            out.lines.append(f"numbers of those runs judged against 2 x seed noise ({measured}; "
-                             f"relative standard deviation across the seeds of {noise_from})")
+            out.lines.append(f"numbers of runs not known to be the same judged against 2 x seed noise "
+                             f"({measured}; relative standard deviation across the seeds of "
+                             f"{noise_from}), other quantities against fixed tolerances")
         else:
-            out.lines.append("numbers of those runs judged against fixed tolerances (no seeded runs)")
-    else:
-        out.lines.append(f"no provenance records in {b}: numbers judged against fixed tolerances")
+            out.lines.append("numbers of runs not known to be the same judged against fixed "
+                             "tolerances (no seeded runs to measure seed noise)")
     out.lines.append(
         f"{out.exact} of {out.compared} numbers reproduced exactly, {out.within} more within "
         f"tolerance; {out.failures} not")
