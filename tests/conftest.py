@@ -1,7 +1,13 @@
 import os
 
-import pytest
-import torch
+from shapelm.numerics import pin_cpu_numerics
+
+# The kernel settings every `shapelm` process starts with, set before torch loads here too: a
+# test that compares an in-process run with a child process's compares the same arithmetic.
+pin_cpu_numerics()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 # Two cores: keep torch from oversubscribing when several test processes run.
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
