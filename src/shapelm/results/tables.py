@@ -282,9 +282,11 @@ BaseOf = Callable[[Context, RowRef], "str | None"]
 INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of the pair's change "
                  f"({I.N_BOOT} resamples), both runs scored on the same units and resampled jointly "
                  "(shapelm.results.intervals): held-out PPL and loss over the evaluation instances within each "
-                 "set; downstream averages over lm-eval's items (per-item samples) within each task. A run with "
-                 "seeds enters with each unit averaged over its finished seeds. They cover evaluation-sample "
-                 "noise, not training noise (the seed std); empty where the per-unit records are missing.")
+                 "set; downstream averages over lm-eval's items (per-item samples) within each task; each header names "
+                 "which. A run with seeds enters with each unit averaged over its finished seeds. They cover "
+                 "evaluation noise only (evaluation windows or lm-eval items), not training noise (seeds, data "
+                 "order: the seed std): no verdict on a paper is taken from them (paired_differences' verdict "
+                 "column is, with seeds); empty where the per-unit records are missing.")
 
 # The held-out measures (short or as a table's column names) -> their aggregate in intervals.SetAggregates
 _HELDOUT = {"loss": "loss", "ppl": "ppl", "val_loss": "loss", "val_ppl": "ppl"}
@@ -331,8 +333,10 @@ def delta_interval_cols(name: str, header: str, base_of: BaseOf, measure: str, m
                 I.NO_ITEMS: "n/a (no per-item lm-eval samples)"}.get(interval(ctx, row)[1])
 
     style = "pct" if mode == "rel" else "f3" if measure == "ppl" else "f4"
+    noise = I.EVAL_WINDOWS if measure in _HELDOUT else I.ITEMS  # what the interval covers, in its header
     parts = ([("", "estimate", header)] if with_delta else []) + [
-        ("_lo95", "lo", f"{header}, 95% lo (paired bootstrap)"), ("_hi95", "hi", f"{header}, 95% hi (paired bootstrap)")]
+        ("_lo95", "lo", f"{header}, 95% lo (paired bootstrap over {noise} only)"),
+        ("_hi95", "hi", f"{header}, 95% hi (paired bootstrap over {noise} only)")]
     cols = [Col(name + suffix, title, "metric", part(attr), style, paper=False, per_seed=False)
             for suffix, attr, title in parts]
     for c in cols:
