@@ -419,7 +419,11 @@ NO_ITEMS = "no per-item lm-eval samples that give downstream.json's average"
 
 def pair_aggregates(ctx, arm: str, base: str, seed: int = 0) -> tuple[SetAggregates | None, str]:
     """The paired bootstrap of two runs' held-out aggregates (each run's per-unit losses averaged
-    over its finished seeds), or None and why not: "pending", NO_UNITS, different sets."""
+    over its finished seeds), or None and why not: "pending", "RUN diverged at step N", NO_UNITS,
+    different sets."""
+    for run in (arm, base):
+        if why := ctx.divergence(run):
+            return None, f"{run} {why}"
     ua, ub = _units(ctx, arm), _units(ctx, base)
     if ua is None or ub is None:
         return None, NO_UNITS if ctx.ppl(arm) is not None and ctx.ppl(base) is not None else "pending"

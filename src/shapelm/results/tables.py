@@ -14,6 +14,7 @@ Cell status:
                 columns are ours, not a reproduction, so a difference is expected
     measured    a metric we measured; the difference is informative, not a failure
     pending     the run (or its result file) does not exist yet
+    diverged    the run's metric is NaN or infinite: "diverged at step N" (metrics.jsonl's step)
     n/a         the paper printed no value (or prints the column only for other rows)
 """
 
@@ -278,6 +279,8 @@ def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | N
 
 
 BaseOf = Callable[[Context, RowRef], "str | None"]
+
+DIVERGED = "diverged"  # a cell's status where its run's metric is NaN or infinite
 
 INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of the pair's change "
                  f"({I.N_BOOT} resamples), both runs scored on the same units and resampled jointly "
@@ -605,6 +608,10 @@ def fill_cells(ctx: Context, table: Table) -> None:
                     cell.stderr = col.stderr(ctx, row) if col.stderr else None
                 if cell.stderr is not None:
                     cell.ours_text += f" ± {fmt(cell.stderr)}"
+            elif col.kind == "metric" and (why := ctx.divergence(row.run)):
+                cell.ours_text, cell.status = why, DIVERGED  # not pending: it will not come
+                table.cells[(row.id, col.name)] = cell
+                continue
             elif col.absent is not None and (why := col.absent(ctx, row)):
                 cell.ours_text, cell.status = why, "n/a"
                 table.cells[(row.id, col.name)] = cell
