@@ -282,6 +282,11 @@ BaseOf = Callable[[Context, RowRef], "str | None"]
 
 DIVERGED = "diverged"  # a cell's status where its run's metric is NaN or infinite
 
+# ppl.json's held-out PPL: whole sets, scored at each run's eval.ppl_seq_len (its training length
+# unless the protocol names another; plan.runs.ppl_seq_len), a number other than the trainer's.
+HELDOUT_SETS_PPL_JSON = ("Val PPL on the held-out sets (mean of per-set PPLs, ppl.json: whole sets at the run's "
+                         "eval.ppl_seq_len)")
+
 INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of the pair's change "
                  f"({I.N_BOOT} resamples), both runs scored on the same units and resampled jointly "
                  "(shapelm.results.intervals): held-out PPL and loss over the evaluation instances within each "
@@ -992,8 +997,7 @@ def _lws(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
             c.get, c.per_seed, c.style = (lambda ctx, row: float(_seeds_with(ctx, row, indist_get("ppl"))) or None), False, "int"
         if c.name == "val_ppl_std":  # sample std (ddof 1) over the seeds; none for one seed
             c.get, c.per_seed = _seed_std(indist_get("ppl")), False
-    cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, ppl.json)",
-                           "metric", ppl_get("val_ppl"), "f3"))
+    cols.append(_ours_only("val_ppl_heldout_sets", HELDOUT_SETS_PPL_JSON, "metric", ppl_get("val_ppl"), "f3"))
     # The in-distribution split keeps no per-instance losses: the interval is on the held-out sets' PPL.
     cols += delta_interval_cols("val_ppl_heldout_delta", "Val PPL on the held-out sets - the baseline's",
                                 row_comparison_base, "ppl", "abs", with_delta=True)
@@ -1088,8 +1092,7 @@ def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     for c in cols:
         if c.name == "val_ppl":  # the delta column reads this Col, so it follows
             c.get, c.header = indist_get("ppl"), f"{c.header} ({INDIST_NOTE})"
-    cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, "
-                           "ppl.json)", "metric", ppl_get("val_ppl"), "f3"))
+    cols.append(_ours_only("val_ppl_heldout_sets", HELDOUT_SETS_PPL_JSON, "metric", ppl_get("val_ppl"), "f3"))
     return cols, rows
 
 
@@ -1122,8 +1125,9 @@ def _val_curves(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
                 paper_from=("lws_table3", "val_ppl")),
             _ours_only("min_val_ppl", "lowest validation PPL during training", "metric", best("ppl"), "f3"),
             _ours_only("min_val_ppl_tokens", "tokens at the lowest validation PPL", "metric", best("tokens"), "e"),
-            _ours_only("val_ppl_heldout_sets", "final Val PPL on the held-out sets (mean of per-set PPLs)",
-                       "metric", final_sets, "f3"),
+            _ours_only("val_ppl_heldout_sets_in_training", "final Val PPL on the held-out sets during training "
+                       "(mean of per-set PPLs, metrics.jsonl: at train.seq_len, at most train.eval_max_instances "
+                       "per set; not ppl.json's val_ppl_heldout_sets)", "metric", final_sets, "f3"),
             _ours_only("final_train_ce", "final training cross-entropy (mean of last 5% of log)", "metric",
                        final_ce, "f4")]
     return cols, rows
