@@ -704,8 +704,9 @@ TOKEN_UNITS = ((1e9, "billions", "B"), (1e6, "millions", "M"), (1e3, "thousands"
 
 
 def _token_unit(total: float) -> tuple[float, str, str]:
-    """(divisor, axis word, suffix) for token counts up to `total`."""
-    return next(u for u in TOKEN_UNITS if total >= u[0])
+    """(divisor, axis word, suffix) for token counts up to `total` (plain tokens below one, as for
+    a figure whose experiment has no run of it: total 0)."""
+    return next((u for u in TOKEN_UNITS if total >= u[0]), TOKEN_UNITS[-1])
 
 
 def _tokens_text(n: float, total: float) -> str:
