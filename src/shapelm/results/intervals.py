@@ -42,7 +42,8 @@ CAPTION = ("Held-out loss and PPL differences with a paired bootstrap over evalu
            "seeds exist, and a verdict on the paper's claimed sign: holds / inconclusive / against (the 95% "
            "interval on the claimed side / across 0 / on the opposite side), taken on an interval over "
            "evaluation windows and seeds where both arms have two or more seeds; a pair with one seed is at "
-           "most 'inconclusive (one seed)', its evaluation-only side shown beside it.")
+           "most 'inconclusive (one seed)', its evaluation-only side shown beside it. Seeds vary the "
+           "initialisation only: every run reads the same fixed data order, so no interval covers data order.")
 
 # The three verdict states (and the one-seed cap), their colours in every figure.
 HOLDS, INCONCLUSIVE, AGAINST = "holds", "inconclusive", "against"
@@ -474,7 +475,8 @@ def paired_table(ctx) -> PlainTable:
         f"{EVAL_WINDOWS} + {SEEDS} (Welch's t over the seeds' held-out losses, combined in quadrature with the "
         f"evaluation interval); with one seed on either side it is at most '{ONE_SEED}', and the side of the "
         "evaluation-only interval is shown in its own column, not as a verdict.",
-        "Seed std: sample std (ddof 1) of each arm's held-out loss over its finished seeds.",
+        "Seed std: sample std (ddof 1) of each arm's held-out loss over its finished seeds. A seed varies the "
+        "initialisation only (every run reads the same fixed data order): no interval here covers data order.",
         f"Δ acc ({ITEMS}): mean over lm-eval items (all accuracy tasks pooled, paired by task and doc_id) of "
         "the arm's minus the base's per-item accuracy; item noise only.",
     ]
