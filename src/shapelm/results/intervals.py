@@ -517,13 +517,19 @@ def paired_figure(ctx):
         ax.errorbar(r["d_loss"], y, xerr=[[r["d_loss"] - r["d_loss_lo"]], [r["d_loss_hi"] - r["d_loss"]]],
                     fmt="o", color=color, mfc=face, capsize=3)
         legend.setdefault(label, Line2D([], [], marker="o", color=color, mfc=face, lw=1))
+    order = [HOLDS, INCONCLUSIVE, AGAINST]  # seed verdicts first, then one-seed pairs, each in this order
+    rank = {label: (ONE_SEED in label, next(i for i, v in enumerate(order) if VERDICT_COLOURS[v] == h.get_color()))
+            for label, h in legend.items()}
+    shaded = any(r.get("d_loss_seeds_lo") is not None for r in rows)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(ys, [f"{r['arm']} − {r['base']} (claim {r['claimed_sign']})" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel(f"Δ held-out loss (arm − base), 95% intervals:\nbars over {EVAL_WINDOWS} only, "
-                  f"shaded over {EVAL_WINDOWS} + {SEEDS}", fontsize=8)
+    ax.set_xlabel(f"Δ held-out loss (arm − base), 95% intervals:\nbars over {EVAL_WINDOWS} only"
+                  + (f", shaded over {EVAL_WINDOWS} + {SEEDS}" if shaded else " (every pair has one seed)"),
+                  fontsize=8)
     ax.set_title("Verdict on the paper's claimed sign: holds / inconclusive / against", fontsize=9)
-    ax.legend(legend.values(), legend.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.27), fontsize=7,
+    labels = sorted(legend, key=rank.__getitem__)
+    ax.legend([legend[k] for k in labels], labels, loc="upper center", bbox_to_anchor=(0.5, -0.27), fontsize=7,
               frameon=False, ncol=1)
     fig.tight_layout()
     return fig
