@@ -11,7 +11,7 @@ from pathlib import Path
 from shapelm.config import run_recipe
 from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
-from shapelm.results.claims import FAILS, HOLDS, derived_claims, verdict
+from shapelm.results.claims import AGAINST, FAILS, HOLDS, INCONCLUSIVE, derived_claims, verdict
 from shapelm.results.context import Context
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +42,39 @@ def test_verdict_counts_what_is_measured():
     assert verdict("a", "", "", "7/8", seven[1:] + [False], need=7 / 8).status == FAILS
     c = verdict("a", "", "", "", [True, False, None])
     assert c.ours == 1 and "1 of 2 measured comparisons hold (3 in all)" in c.note
+
+
+def test_verdict_has_three_states():
+    """holds / inconclusive / against: a comparison inside its noise can neither make a claim hold
+    nor, while the claim could still be reached with it, make it fail."""
+    assert verdict("a", "", "", "", [True, INCONCLUSIVE]).status == INCONCLUSIVE
+    assert verdict("a", "", "", "", [INCONCLUSIVE, None]).status == INCONCLUSIVE
+    assert verdict("a", "", "", "", [False, INCONCLUSIVE]).status == AGAINST
+    seven = [True] * 6 + [INCONCLUSIVE, False]
+    assert verdict("a", "", "", "7/8", seven, need=7 / 8).status == INCONCLUSIVE
+    assert verdict("a", "", "", "7/8", seven[:-2] + [False, False], need=7 / 8).status == AGAINST
+    c = verdict("a", "", "", "", [True, INCONCLUSIVE, None])
+    assert c.ours == 1 and "1 of 2 measured comparisons hold, 1 inconclusive (3 in all)" in c.note
+    assert {HOLDS, INCONCLUSIVE, AGAINST} == {"holds", "inconclusive", "against"}
+
+
+def test_paired_claims_follow_the_pairs_verdicts(monkeypatch, tmp_path):
+    """A paper's paired-signs claim from paired_differences: one-seed pairs leave it inconclusive,
+    a seed-aware interval against the claim makes it against."""
+    from shapelm.results import claims as C
+    from shapelm.results import intervals as I
+
+    ctx = Context(load_plan(PAPER), tmp_path / "r", tmp_path / "w")
+    verdicts = {}
+    monkeypatch.setattr(I, "pairs", lambda ctx: [("hg113m_hg", "hg113m_conv"), ("hg403m_hg", "hg403m_conv")])
+    monkeypatch.setattr(I, "pair_row", lambda ctx, a, b: {"paper": "Hourglass", "verdict": verdicts.get(a)})
+    assert [c.status for c in C.paired_claims(ctx)] == ["pending"]
+    verdicts.update(hg113m_hg=I.HOLDS, hg403m_hg=I.ONE_SEED)
+    assert C.paired_claims(ctx)[0].status == INCONCLUSIVE
+    verdicts.update(hg403m_hg=I.HOLDS)
+    assert C.paired_claims(ctx)[0].status == HOLDS
+    verdicts.update(hg403m_hg=I.AGAINST)
+    assert C.paired_claims(ctx)[0].status == AGAINST
 
 
 def test_tapered_schedule_order_and_u_shape(tmp_path):
@@ -81,7 +114,7 @@ def test_without_runs_only_the_analytic_claims_are_decided(tmp_path):
     with fewer FLOPs at every scale; every measured claim is pending."""
     got = {c.id: c for c in derived_claims(Context(load_plan(PAPER), tmp_path / "r", tmp_path / "w")) if c.kind == "verdict"}
     analytic = {"hourglass_table5_ratio4_cheapest", "hourglass_table2_fewer_flops"}
-    assert len(got) == 16 and {got[c].status for c in analytic} == {HOLDS}
+    assert len(got) == 19 and {got[c].status for c in analytic} == {HOLDS}
     assert {c.status for i, c in got.items() if i not in analytic} == {"pending"}
     assert got["tapered_wikitext_7of8"].note == "none of 8 comparisons measured yet."
 

@@ -40,3 +40,20 @@ def test_printed_difference_exceeds_the_seed_noise_threshold(exp):
         n_arm, n_base = (len(exp.instances(r)) for r in (arm, base))
         threshold = 1.96 * sigma * math.sqrt(1 / n_arm + 1 / n_base)
         assert abs(delta) > threshold, (arm, delta, threshold, n_arm, n_base)
+
+
+def test_recipes_are_the_papers(exp):
+    """Each scale trains with configs/paper.yaml's recipe (only the Tapered pair trains fewer
+    tokens), and each paper's runs its own evaluation tasks: 113M at 524,288 tokens per step, LWS
+    13,000 steps of 384 x 1,024 and no downstream tasks."""
+    from shapelm.config import run_recipe
+
+    paper = load_experiment("configs/paper.yaml")
+    for run in ("hg113m_conv", "hg113m_hg_k5", "lws_baseline_18l", "lws_crown_18l"):
+        assert exp.run(run)["train"] == paper.run(run)["train"], run
+        assert exp.run(run)["eval"] == paper.run(run)["eval"], run
+    assert run_recipe(exp.run("hg113m_conv")).batch_tokens == 524_288
+    assert run_recipe(exp.run("lws_crown_18l")).total_steps == 13_000
+    assert exp.run("lws_crown_18l")["eval"]["tasks"] == []
+    tp, tp_paper = dict(exp.run("tp440m_uniform")["train"]), dict(paper.run("tp440m_uniform")["train"])
+    assert {k for k in tp if tp[k] != tp_paper.get(k)} <= {"total_tokens", "eval_every"}

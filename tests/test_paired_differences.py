@@ -80,5 +80,76 @@ def test_paired_table_reads_per_instance_losses_of_the_compared_runs(tmp_path):
     row = rows[("hg906m_hg", "hg906m_conv")]
     assert row["status"] == "measured" and row["units"] == 128
     assert row["d_loss_lo"] < -0.05 < row["d_loss_hi"] < 0
-    assert row["holds_95"] == (row["claimed_sign"] == "-")
+    # one seed each: the evaluation-only interval is on the claimed side, the verdict is still capped
+    assert row["eval_side"] == (I.HOLDS if row["claimed_sign"] == "-" else I.AGAINST)
+    assert row["verdict"] == I.ONE_SEED and row["verdict_noise"] == "evaluation windows only (one seed)"
+    assert row.get("d_loss_seeds_lo") is None
     assert rows[("lws_vanilla_12l", "lws_baseline_12l")]["status"] == "pending"
+    assert rows[("lws_vanilla_12l", "lws_baseline_12l")].get("verdict") is None
+
+
+def _iv(lo, hi):
+    return I.Interval((lo + hi) / 2, lo, hi, 100)
+
+
+def test_three_verdict_states_on_the_claimed_sign():
+    assert _iv(-0.3, -0.1).side(-1) == I.HOLDS and _iv(-0.3, -0.1).side(+1) == I.AGAINST
+    assert _iv(0.056, 0.068).side(-1) == I.AGAINST  # significantly against is not "crosses 0"
+    assert _iv(-0.1, 0.1).side(-1) == I.INCONCLUSIVE == _iv(-0.1, 0.1).side(+1)
+    # a seed-aware interval decides; an evaluation-only one never says holds (nor against)
+    assert I.verdict(_iv(-0.3, -0.1), _iv(-0.3, -0.1), -1) == I.HOLDS
+    assert I.verdict(_iv(-0.3, -0.1), _iv(-0.4, 0.05), -1) == I.INCONCLUSIVE
+    assert I.verdict(_iv(0.1, 0.3), _iv(0.05, 0.4), -1) == I.AGAINST
+    assert I.verdict(_iv(-0.3, -0.1), None, -1) == I.ONE_SEED
+    assert I.verdict(_iv(0.1, 0.3), None, -1) == I.ONE_SEED
+    assert I.verdict(None, None, -1) is None
+
+
+def test_seed_aware_interval_covers_seed_to_seed_variation():
+    evaluation = _iv(-0.012, -0.008)  # tight: evaluation windows only, on the claimed side
+    # seeds that scatter by 0.02 around a 0.01 gap: the verdict's interval crosses 0
+    arm, base = [3.00, 3.02, 2.98], [3.01, 3.03, 2.99]
+    seeded = I.seed_aware_interval(evaluation, arm, base)
+    assert seeded.n == 6 and seeded.lo < evaluation.lo and seeded.hi > evaluation.hi
+    sd = np.sqrt(np.var(arm, ddof=1) / 3 + np.var(base, ddof=1) / 3)
+    half = np.sqrt((I.t975(4) * sd) ** 2 + 0.002 ** 2)  # Welch df = 4 for equal variances and n
+    assert seeded.hi - evaluation.estimate == pytest.approx(half)
+    assert seeded.side(-1) == I.INCONCLUSIVE and evaluation.side(-1) == I.HOLDS
+    # seeds that agree: the seed-aware interval stays on the claimed side
+    assert I.seed_aware_interval(evaluation, [3.000, 3.001], [3.010, 3.011]).side(-1) == I.HOLDS
+    # fewer than two finished (finite) seeds on either side: no seed-aware interval
+    assert I.seed_aware_interval(evaluation, [3.0], [3.0, 3.1]) is None
+    assert I.seed_aware_interval(evaluation, [3.0, float("nan")], [3.0, 3.1]) is None
+    assert I.t975(1) == 12.706 and I.t975(4.7) == 2.776 and I.t975(1000) == 1.96
+
+
+def test_paired_figure_has_a_legend_for_every_state(monkeypatch, tmp_path):
+    """Every state drawn gets its own colour and a legend entry; significantly against (one seed)
+    is not drawn like an interval that crosses 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from shapelm.results.plain import PlainTable
+
+    def row(arm, lo, hi, verdict, seeds=None):
+        sign = -1
+        ev = _iv(lo, hi)
+        r = {"arm": arm, "base": "conv", "claimed_sign": "-", "d_loss": ev.estimate, "d_loss_lo": lo,
+             "d_loss_hi": hi, "eval_side": ev.side(sign), "verdict": verdict}
+        if seeds:
+            r.update(d_loss_seeds_lo=seeds[0], d_loss_seeds_hi=seeds[1])
+        return r
+
+    rows = [row("a_holds", -0.05, -0.03, I.HOLDS, (-0.06, -0.02)),
+            row("a_incon", -0.05, -0.03, I.INCONCLUSIVE, (-0.08, 0.01)),
+            row("a_against", 0.03, 0.05, I.AGAINST, (0.01, 0.07)),
+            row("one_claimed", -0.05, -0.03, I.ONE_SEED), row("one_cross", -0.01, 0.01, I.ONE_SEED),
+            row("one_against", 0.056, 0.068, I.ONE_SEED)]
+    monkeypatch.setattr(I, "paired_table", lambda ctx: PlainTable("paired_differences", "", I.COLUMNS, rows, []))
+    fig = I.paired_figure(None)
+    fig.savefig(tmp_path / "paired.png", dpi=80)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert len(labels) == 6 and all(any(s in t for t in labels) for s in (I.HOLDS, I.INCONCLUSIVE, I.AGAINST))
+    styles = {I._verdict_style(r)[:2] for r in rows}
+    assert len(styles) == 6  # six distinct (colour, fill) pairs
+    assert I._verdict_style(rows[5])[0] != I._verdict_style(rows[4])[0]

@@ -47,6 +47,7 @@ def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
         assert (small_job.nodes, small_job.gpus_per_node) == (big_job.nodes, big_job.gpus_per_node), name
         assert small.run(name)["arch"]["kind"] == paper.run(name)["arch"]["kind"]
         assert small.run(name)["model"]["vocab_size"] <= 2112  # the stand-ins, padded to 64
+        assert small.run(name)["eval"]["ppl_seq_len"] == 64  # one length, also for 113M (4096 in the paper)
     assert train_plan(small, "hg8b_hg").segments == 2 and train_plan(small, "hg3b_hg").segments == 2
     assert train_plan(paper, "hg8b_hg").segments > 2
 

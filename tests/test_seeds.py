@@ -236,7 +236,7 @@ def test_throughput_table_and_the_lws_claim_from_training_logs(tmp_path):
     assert table.cell("lws_framed_18l", "tokens_per_s").ours_text == "pending"
     claims = {c.id: c for c in derived_claims(ctx)}
     c = claims["lws_throughput_lws_crown_18l"]
-    assert c.ours == pytest.approx(910 / 1050) and c.note.startswith("does not hold")
+    assert c.ours == pytest.approx(910 / 1050) and c.note.startswith("against")
     assert claims["lws_throughput_lws_vanilla_18l"].note.startswith("holds")
     assert claims["lws_throughput_min"].ours is None  # framed, reverse, 12L vanilla not logged
     assert "lws_throughput_lws_baseline_18l" not in claims and "lws_throughput_lws_baseline_12l" not in claims

@@ -149,8 +149,8 @@ def test_interval_columns_render_in_csv_markdown_and_latex(ctx):
     assert float(rows["hg906m_hg"]["val_ppl_delta_lo95_ours_value"]) < 0
     assert rows["hg906m_conv"]["val_ppl_delta_hi95_ours_value"] == ""
     md = to_markdown(t)
-    assert "95% lo (paired bootstrap)" in md and "percentile bootstrap of the pair's change" in md
-    assert "95\\% hi (paired bootstrap)" in to_latex(t)
+    assert "95% lo (paired bootstrap over evaluation windows only)" in md and "percentile bootstrap of the pair's change" in md
+    assert "95\\% hi (paired bootstrap over evaluation windows only)" in to_latex(t)
 
 
 def test_no_interval_before_the_runs_are_evaluated(tmp_path):

@@ -36,14 +36,22 @@ class RecordError(ShapelmError):
 
 
 def load_json(path: str | os.PathLike) -> Any | None:
-    """A JSON file's content; None where the file does not exist."""
+    """A JSON file's content; None where the file does not exist; an error naming a path that
+    exists but is not a file (a directory where a result should be)."""
     path = Path(path)
     if not path.is_file():
+        _not_a_file(path)
         return None
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RecordError(f"{path}: not valid JSON ({err}); rerun the stage that writes it") from None
+
+
+def _not_a_file(path: Path) -> None:
+    if path.exists():
+        raise RecordError(f"{path}: not a file (a directory or a special file where a result file should be); "
+                          "remove it and rerun the stage that writes it")
 
 
 def _where(source: str | os.PathLike | None) -> str:
@@ -343,9 +351,11 @@ def metrics_line(record: dict[str, Any]) -> str:
 
 def read_metrics(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """The records of a metrics.jsonl, in order (none where the file does not exist). Lines that
-    are not a JSON object (a line torn by a kill) are skipped."""
+    are not a JSON object (a line torn by a kill) are skipped. A path that is not a file is an
+    error naming it."""
     path = Path(path)
     if not path.is_file():
+        _not_a_file(path)
         return
     with open(path, encoding="utf-8") as f:
         for line in f:

@@ -168,6 +168,8 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
         res["segments"] = min(MAX_SEGMENTS, segments.get(scale_name, 1))
         res["runtime_min"] = 20
         res.pop("mem_mb", None)
+    for scale in out["scales"].values():
+        scale.pop("eval", None)  # every run is scored at the rehearsal's one length (eval below)
     data = out.setdefault("data", {})
     tokenizer_of = {name: merge(data, scale.get("data", {})).get("tokenizer")
                     for name, scale in out["scales"].items()}

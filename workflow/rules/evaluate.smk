@@ -32,7 +32,7 @@ rule eval_ppl:
     params:
         model_dir=lambda w: f"{run_dir(w.run)}/final",
         val_dirs=lambda w, input: [os.path.dirname(p) for p in input.val],
-        seq_len=EVAL.get("ppl_seq_len", 4096),
+        seq_len=lambda w: EXP.run(w.run)["eval"]["ppl_seq_len"],  # per run: plan.runs.ppl_seq_len
         max_instances=option("--max-instances", EVAL.get("ppl_max_instances")),
         batch=EVAL.get("batch_size", 8),
     shell:

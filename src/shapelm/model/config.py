@@ -75,7 +75,8 @@ class LayerShape:
     has not; `gate` (gated attention only) defaults to "elementwise". Titans layers carry their
     variant (`titans_variant`, default "mac"), the memory MLP's hidden width per head
     (`memory_hidden`, default 2 x head_dim), its chunk size (`memory_chunk`, default 64), the
-    attention's sliding window (`window`, default 512) and its persistent tokens
+    attention's sliding window (`window`, default 512; MAG and MAL only: MAC attends within its
+    memory_chunk-token segment) and its persistent tokens
     (`persistent_tokens`, default 4); the memory has the attention's heads and head_dim. Defaults are left out of
     `ModelConfig.to_dict`, so configs written before mixers existed keep their fingerprints.
     """

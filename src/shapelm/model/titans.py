@@ -51,7 +51,8 @@ INNER_LR = 0.2
 ALPHA_OFFSET = -5.0
 NORM_EPS = 1e-6
 #: The most a token's surprise may weigh: each per-token gradient (of W1 and of W2 separately)
-#: is scaled down to this Frobenius norm (the reference implementation's `max_grad_norm`). With
+#: is scaled down to this Frobenius norm. This hard cap is shapelm's own design: the paper has
+#: none, and the reference implementation clamps softly (its `max_grad_norm`, off by default). With
 #: gradients at the chunk-start weights and momentum, a chunk's summed step can exceed the
 #: memory loss's stability limit (2 / curvature); the weights then grow geometrically (a trained
 #: tiny layer: 23 -> 1.4e3 -> 1.9e6 -> 5.6e17 over four chunks, NaN at the fifth). The cap

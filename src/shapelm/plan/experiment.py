@@ -129,8 +129,9 @@ RUN_EVAL_KEYS = ("tasks", "standin_tasks", "task_data")
 
 def check_run_eval(exp: Experiment) -> list[str]:
     """A run's `eval:` key that no job would read: refused rather than silently not applied (a
-    run's own eval.ppl_seq_len would leave it scored at the top-level length, and the tables and
-    paired intervals compare runs scored on the same instances at one length)."""
+    run's own eval.ppl_seq_len would not be applied: the length is its scale's or the top-level's,
+    else its training length (plan.runs.ppl_seq_len), so the paired intervals compare runs of a
+    scale scored on the same instances)."""
     errors = []
     top = exp.raw.get("eval", {})
     for name, spec in exp.raw["runs"].items():

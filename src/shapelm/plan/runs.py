@@ -16,6 +16,15 @@ from shapelm.model.builders import build_model_config, kind_keys
 from shapelm.recipes import recipe_overrides
 
 
+def ppl_seq_len(data: dict[str, Any], scale: str, train_seq_len: int) -> int:
+    """The length of a run's held-out perplexity instances: its scale's `eval.ppl_seq_len` where the
+    protocol names one (the 113M models trained on 2,048 are scored at 4,096), else the
+    experiment's top-level `eval.ppl_seq_len` where it sets one for every run, else the length
+    the run was trained at (a model scored at 4x its training length measures extrapolation)."""
+    scale_eval = data["scales"][scale].get("eval") or {}
+    return int(scale_eval.get("ppl_seq_len") or (data.get("eval") or {}).get("ppl_seq_len") or train_seq_len)
+
+
 def resolve_run(data: dict[str, Any], run_name: str, where: str = "config", seed: int | None = None,
                 instance: str | None = None) -> dict[str, Any]:
     """One run's resolved config; `seed`/`instance`: one instance of a run with `seeds:` (its
@@ -52,7 +61,8 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config", seed
         "model": json.loads(json.dumps(model.to_dict())),  # tuples -> lists, as on disk
         "train": recipe.to_dict(),
         "data": merge(data.get("data", {}), scale_cfg.get("data", {})),
-        "eval": merge(data.get("eval", {}), run.get("eval", {})),
+        "eval": {**merge(data.get("eval", {}), run.get("eval", {})),
+                 "ppl_seq_len": ppl_seq_len(data, scale, recipe.seq_len)},
         # Long context (YaRN, Proof-pile, RULER) runs on the first seed only: the seeds repeat
         # pretraining and its standard evaluations.
         "longctx": bool(run.get("longctx", False)) and first,

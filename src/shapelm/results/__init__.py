@@ -148,7 +148,7 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
 
 
 def write_claims(claims, tables_dir: Path) -> list[Path]:
-    from shapelm.results.claims import CLAIM_COLUMNS, claims_rows
+    from shapelm.results.claims import CLAIM_COLUMNS, STATUS_LEGEND, claims_rows
     from shapelm.results.render import write_atomic
 
     rows = claims_rows(claims)
@@ -158,7 +158,7 @@ def write_claims(claims, tables_dir: Path) -> list[Path]:
     w.writerows(rows)
     md = ["### Derived claims: printed vs recomputed", "",
           "*from paper values*: the claim recomputed from the paper's own printed inputs; *ours*: from this "
-          "experiment's accounting (shape claims) or measured results (metric claims).", "",
+          "experiment's accounting (shape claims) or measured results (metric claims).", "", STATUS_LEGEND, "",
           "| claim | source | paper | from paper values | ours | status | note |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [r["claim"], r["source"], r["paper"], r["from_paper_values"] or "—", r["ours"], r["status"], r["note"]]

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from shapelm import reference as R
 from shapelm.results import fmt as F
+from shapelm.results import intervals as I
 from shapelm.results.context import Context
 
 TOKENS_PER_STEP_PAPER = 4_194_304  # 1024 x 4096, the per-step unit of Table 2's FLOPs
@@ -282,7 +283,7 @@ def _throughput_note(ratio: float | None) -> str:
     tol = f"{LWS_THROUGHPUT_TOLERANCE:.0%}"
     if ratio is None:
         return f"holds if >= {1 - LWS_THROUGHPUT_TOLERANCE:.2f} (our reading: within {tol})."
-    verdict = "holds" if ratio >= 1 - LWS_THROUGHPUT_TOLERANCE else "does not hold"
+    verdict = "holds" if ratio >= 1 - LWS_THROUGHPUT_TOLERANCE else "against"
     return f"{verdict} (our reading: within {tol} of the baseline)."
 
 
@@ -294,20 +295,59 @@ def indist_ppl(ctx: Context):
     return lambda run: indist_mean(ctx, run)
 
 
-HOLDS, FAILS = "holds", "does not hold"
+# The ledger's three verdict states (shapelm.results.intervals' own), and pending before any is measured.
+HOLDS, INCONCLUSIVE, AGAINST = I.HOLDS, I.INCONCLUSIVE, I.AGAINST
+FAILS = AGAINST
+STATUS_LEGEND = (f"Status: *{HOLDS}* (the measured comparisons reach the claim), *{INCONCLUSIVE}* (they reach "
+                 "it only if the comparisons inside their noise go its way: an interval across 0 or a pair with "
+                 f"one seed), *{AGAINST}* (they cannot reach it whichever way those go), *{F.PENDING}* (none "
+                 "measured yet).")
 
 
-def verdict(id: str, claim: str, source: str, paper: str, checks: Sequence[bool | None],
+def verdict(id: str, claim: str, source: str, paper: str, checks: Sequence[bool | str | None],
             need: float = 1.0, note: str = "") -> Claim:
     """A ledger entry: `checks` holds one comparison per pair/ratio/length the claim covers (None:
-    not measured yet). It holds when at least `need` of the measured comparisons do; pending
-    until one is measured. `ours` is how many hold."""
-    done = [bool(c) for c in checks if c is not None]
-    tally = (f"{sum(done)} of {len(done)} measured comparisons hold ({len(checks)} in all)" if done
-             else f"none of {len(checks)} comparisons measured yet")
-    status = F.PENDING if not done else (HOLDS if sum(done) >= need * len(done) else FAILS)
-    return Claim(id, claim, source, paper, None, float(sum(done)) if done else None, "g", kind="verdict",
+    not measured yet; INCONCLUSIVE: measured, its interval across 0 or one seed). Of the
+    measured ones, it holds when at least `need` hold, is against when at least `need` cannot
+    hold even with every inconclusive one, and is inconclusive in between; pending until one is
+    measured. `ours` is how many hold."""
+    done = [c for c in checks if c is not None]
+    held = sum(c is True for c in done)
+    unsure = sum(c == INCONCLUSIVE for c in done)
+    tally = (f"{held} of {len(done)} measured comparisons hold" + (f", {unsure} inconclusive" if unsure else "")
+             + f" ({len(checks)} in all)" if done else f"none of {len(checks)} comparisons measured yet")
+    if not done:
+        status = F.PENDING
+    elif held >= need * len(done):
+        status = HOLDS
+    elif held + unsure >= need * len(done):
+        status = INCONCLUSIVE
+    else:
+        status = AGAINST
+    return Claim(id, claim, source, paper, None, float(held) if done else None, "g", kind="verdict",
                  note=f"{tally}. {note}".strip(), status=status)
+
+
+def _pair_check(row: dict) -> bool | str | None:
+    """A paired_differences row as a ledger check: its verdict (one seed: inconclusive)."""
+    v = row.get("verdict")
+    return None if v is None else True if v == HOLDS else False if v == AGAINST else INCONCLUSIVE
+
+
+def paired_claims(ctx: Context) -> list[Claim]:
+    """Per paper, its claimed sign over every compared pair (paired_differences' verdicts, on an
+    interval over evaluation windows and seeds; a one-seed pair counts as inconclusive)."""
+    rows = [I.pair_row(ctx, a, b) for a, b in I.pairs(ctx)]
+    out = []
+    for paper in ("Hourglass", "Tapered", "LWS"):
+        mine = [r for r in rows if r["paper"] == paper]
+        if mine:
+            out.append(verdict(f"{paper.lower()}_paired_signs", f"{paper}: each proposed shape beats its "
+                               "comparison run (the claimed sign of Δ held-out loss, every pair)",
+                               "paired_differences", "every pair", [_pair_check(r) for r in mine],
+                               note="Verdicts on intervals over evaluation windows + seeds; a one-seed pair is "
+                                    "inconclusive."))
+    return out
 
 
 def _less(a: float | None, b: float | None) -> bool | None:
@@ -315,7 +355,7 @@ def _less(a: float | None, b: float | None) -> bool | None:
 
 
 def claims_ledger(ctx: Context) -> list[Claim]:
-    """Every checkable claim of the three papers, with holds / does not hold / pending computed
+    """Every checkable claim of the three papers, with holds / inconclusive / against / pending computed
     from whatever runs exist (through the tables' own readers: in-distribution PPL for Tapered
     Table 1 and LWS Table 3, the Avg of Tapered Table 2, ...)."""
     from shapelm.results.tables import build_table
@@ -433,7 +473,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
                        "PPL in half the tokens (no 2x data efficiency)", "Review summary", "no 2x",
                        [_no_2x(ctx, v, b) for v, b in (("lws_vanilla_18l", "lws_baseline_18l"),
                                                        ("lws_vanilla_12l", "lws_baseline_12l"))]))
-    return out
+    return out + paired_claims(ctx)
 
 
 def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:

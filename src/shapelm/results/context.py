@@ -91,6 +91,38 @@ class Context:
     def run_file(self, run: str, name: str) -> Path:
         return self.results_dir / "runs" / run / name
 
+    # The result files whose numbers a non-finite value makes "diverged" rather than pending.
+    DIVERGENCE_FILES = ("ppl.json", "downstream.json", "proofpile.json", "ruler.json")
+
+    @functools.lru_cache(maxsize=None)
+    def divergence(self, run: str | None) -> str | None:
+        """"diverged at step N" where the run (or one of its seeds, each named) diverged: its
+        metrics.jsonl logs a non-finite training or validation loss (N: the first such step) or a
+        result file holds a non-finite number (N: the last step metrics.jsonl logged; "step
+        unknown" without one). None for a run that has not diverged (or has no results yet)."""
+        if not run:
+            return None
+        found = []
+        for inst in self.instances(run):
+            recs = (readers.read_metrics_jsonl(self.work_dir / "runs" / inst / "metrics.jsonl")
+                    if self.has_run(inst) else None) or []
+            step = readers.first_non_finite_step(recs)
+            if step is None and any(readers.has_non_finite(records.load_json(self.run_file(inst, name)))
+                                    for name in self.DIVERGENCE_FILES):
+                step = readers.last_step(recs)
+                step = "unknown" if step is None else step
+            if step is not None:
+                found.append((inst, step))
+        if not found:
+            return None
+        if len(found) == 1 and len(self.instances(run)) == 1:
+            return f"diverged at step {found[0][1]}"
+        return "diverged: " + ", ".join(f"{inst} at step {step}" for inst, step in found)
+
+    def missing(self, run: str | None) -> str:
+        """What stands where a run's number is absent: its divergence, else "pending"."""
+        return self.divergence(run) or "pending"
+
     @functools.lru_cache(maxsize=None)
     def ppl(self, run: str | None) -> readers.PPL | None:
         return self._over_seeds(run, lambda r: readers.read_ppl(self.run_file(r, "ppl.json")),

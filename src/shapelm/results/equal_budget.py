@@ -35,9 +35,9 @@ RUNS: dict[str, dict[str, str]] = {
 COLUMNS = [("scale", "scale"), ("shape", "shape"), ("run", "run"), ("params", "non-emb params"),
            ("params_rel", "params vs conv"), ("flops_per_token", "train FLOPs/token"),
            ("flops_rel", "FLOPs vs conv"), ("tokens", "tokens"), ("matched", "matched within 1%"),
-           ("val_loss", "val loss"), ("d_loss", "Δ loss vs conv"), ("d_loss_lo", "Δ loss 95% lo"),
-           ("d_loss_hi", "Δ loss 95% hi"), ("d_acc", "Δ acc vs conv"), ("d_acc_lo", "Δ acc 95% lo"),
-           ("d_acc_hi", "Δ acc 95% hi"), ("status", "status")]
+           ("val_loss", "val loss"), ("d_loss", "Δ loss vs conv"), ("d_loss_lo", "Δ loss 95% lo (evaluation windows)"),
+           ("d_loss_hi", "Δ loss 95% hi (evaluation windows)"), ("d_acc", "Δ acc vs conv"), ("d_acc_lo", "Δ acc 95% lo (lm-eval items)"),
+           ("d_acc_hi", "Δ acc 95% hi (lm-eval items)"), ("status", "status")]
 
 
 def equal_budget_rows(ctx) -> list[dict[str, Any]]:
@@ -99,6 +99,6 @@ def equal_budget_figure(ctx):
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(ys, labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("Δ held-out loss vs conventional (95% paired bootstrap)")
+    ax.set_xlabel("Δ held-out loss vs conventional (95% paired bootstrap over evaluation windows only)")
     ax.set_title("Equal budget: every paper's shape against the same conventional run", fontsize=9)
     return fig

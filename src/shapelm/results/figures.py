@@ -83,7 +83,7 @@ def fig2_frozen_head(ctx: Context) -> plt.Figure:
         desc = (f"{run}: d_model {a['d_model']}, d_h {a['d_h']}, K {a['k']}, L {a['n_layers']} "
                 f"({a['matrices'] / 1e6:.0f}M attn+FFN)")
         if not curve:
-            ax.plot([], [], color=colors.get(run, SCALE_COLORS[i % 5]), label=desc + " (pending)")
+            ax.plot([], [], color=colors.get(run, SCALE_COLORS[i % 5]), label=f"{desc} ({ctx.missing(run)})")
             continue
         any_curve = True
         xs, ys = curve
@@ -457,8 +457,9 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                        vmin=min(finite) if finite else 0, vmax=max(finite) if finite else 1)
         for i, row in enumerate(grid):
             for j, v in enumerate(row):
-                txt = ("n/a" if k == 0 else "not\nconfigured" if (i, j) in unconfigured else "pending") \
-                    if math.isnan(v) else f"{v:.2f}"
+                mine = our_cells.get((SCHEDULES[i], RATIOS[j]))
+                txt = ("n/a" if k == 0 else "not\nconfigured" if (i, j) in unconfigured
+                       else ctx.missing(mine).replace(" at ", "\nat ")) if math.isnan(v) else f"{v:.2f}"
                 ax.text(j, i, txt, ha="center", va="center", fontsize=8,
                         color="white" if not math.isnan(v) else "#777777")
         ax.set_xticks(range(len(RATIOS)))
@@ -499,7 +500,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
                 drawn.add(what)
                 ax.text(i + dx, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
             else:
-                ax.text(i + dx, (bottom + p) / 2, "pending" if ctx.has_run(r["run"]) else "not configured",
+                ax.text(i + dx, (bottom + p) / 2, ctx.missing(r["run"]) if ctx.has_run(r["run"]) else "not configured",
                         rotation=90, ha="center", va="center", fontsize=7, color="#888888")
     labels = []
     for r in rows:
@@ -703,8 +704,9 @@ TOKEN_UNITS = ((1e9, "billions", "B"), (1e6, "millions", "M"), (1e3, "thousands"
 
 
 def _token_unit(total: float) -> tuple[float, str, str]:
-    """(divisor, axis word, suffix) for token counts up to `total`."""
-    return next(u for u in TOKEN_UNITS if total >= u[0])
+    """(divisor, axis word, suffix) for token counts up to `total` (plain tokens below one, as for
+    a figure whose experiment has no run of it: total 0)."""
+    return next((u for u in TOKEN_UNITS if total >= u[0]), TOKEN_UNITS[-1])
 
 
 def _tokens_text(n: float, total: float) -> str:
@@ -749,7 +751,7 @@ def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, yla
         c = get(run)
         style = _lws_style(ctx, run)
         if not c:
-            ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
+            ax.plot([], [], **style, label=f"{_lws_label(ctx, run, paper)} ({ctx.missing(run)})")
             continue
         curves.append(c)
         band = _seed_band(ctx, run, get)

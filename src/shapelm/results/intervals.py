@@ -6,11 +6,16 @@ against the baseline of its depth), the difference arm - base in held-out loss a
 paired bootstrap over the evaluation instances both arms were scored on (ppl.json's per-instance
 losses: the same token windows, resampled jointly, within each held-out set), the downstream
 accuracy difference over lm-eval's items (its per-item samples, paired by doc_id), and where the
-arm has seeds, the seed-to-seed spread of each arm. `holds` says whether the paper's claimed sign
-holds at 95%: the whole interval on the claimed side.
+arm has seeds, the seed-to-seed spread of each arm.
 
-What the interval covers: the evaluation-sample noise of one trained pair (which instances were
-scored), not training noise (which seed was trained); the seed spread column is the latter.
+Every interval names the noise it covers. The bootstrap over evaluation windows covers which
+instances were scored, not which seed was trained (on a second machine, training noise flipped 2
+of 7 evaluation-only signs). The verdict has three states, `holds` / `inconclusive` / `against`
+(the interval on the claimed side / across 0 / on the opposite side), and is taken on an
+interval that covers seeds too where both arms have at least two finished seeds
+(`seed_aware_interval`: Welch's t over the seeds' held-out losses, combined with the evaluation
+interval). A pair with one seed on either side is at most `inconclusive (one seed)`; the side its
+evaluation-only interval lies on is shown beside it (`eval_side`), never as the verdict.
 """
 
 from __future__ import annotations
@@ -30,11 +35,22 @@ from shapelm.results.plain import PlainTable
 LEVEL = 0.95
 N_BOOT = 2000
 
-TITLE = "Paired differences with 95% bootstrap intervals (arm - base)"
-CAPTION = ("Held-out loss and PPL differences with a paired bootstrap over evaluation instances "
-           f"({N_BOOT} resamples; both arms scored on the same instances), downstream accuracy differences "
-           "over lm-eval items, the seed spread where seeds exist, and whether the paper's claimed sign holds "
-           "at 95% (the interval entirely on the claimed side).")
+TITLE = "Paired differences with 95% intervals (arm - base) and three-state verdicts"
+CAPTION = ("Held-out loss and PPL differences with a paired bootstrap over evaluation windows "
+           f"({N_BOOT} resamples; both arms scored on the same windows: evaluation noise only), downstream "
+           "accuracy differences with a bootstrap over lm-eval items (item noise only), the seed spread where "
+           "seeds exist, and a verdict on the paper's claimed sign: holds / inconclusive / against (the 95% "
+           "interval on the claimed side / across 0 / on the opposite side), taken on an interval over "
+           "evaluation windows and seeds where both arms have two or more seeds; a pair with one seed is at "
+           "most 'inconclusive (one seed)', its evaluation-only side shown beside it. Seeds vary the "
+           "initialisation only: every run reads the same fixed data order, so no interval covers data order.")
+
+# The three verdict states (and the one-seed cap), their colours in every figure.
+HOLDS, INCONCLUSIVE, AGAINST = "holds", "inconclusive", "against"
+ONE_SEED = "inconclusive (one seed)"
+VERDICT_COLOURS = {HOLDS: "tab:green", INCONCLUSIVE: "tab:gray", AGAINST: "tab:red", ONE_SEED: "tab:gray"}
+# What an interval covers (named in every column and caption that shows one).
+EVAL_WINDOWS, ITEMS, SEEDS = "evaluation windows", "lm-eval items", "seeds"
 
 _SCALE = re.compile(r"^(hg|tp)(\d+(?:p\d+)?[mb])_")
 
@@ -52,6 +68,52 @@ class Interval:
     def holds(self, sign: int) -> bool:
         """The whole interval on the side of `sign` (-1: below zero, +1: above)."""
         return self.hi < 0 if sign < 0 else self.lo > 0
+
+    def side(self, sign: int) -> str:
+        """HOLDS (the whole interval on the side of `sign`), AGAINST (the whole interval on the
+        other side) or INCONCLUSIVE (it crosses 0)."""
+        return HOLDS if self.holds(sign) else AGAINST if self.holds(-sign) else INCONCLUSIVE
+
+
+# Two-sided 95% Student t quantiles by degrees of freedom (1..30; beyond: 1.96 at infinity).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(df: float) -> float:
+    """The 97.5% quantile of Student's t at `df` degrees of freedom, rounded down (conservative)."""
+    k = int(math.floor(df))
+    return _T975[max(k, 1) - 1] if k <= len(_T975) else 1.96
+
+
+def seed_aware_interval(evaluation: Interval, arm_seeds, base_seeds) -> Interval | None:
+    """An interval of arm - base that covers seed-to-seed variation too: Welch's t interval over the
+    two arms' per-seed values (each seed's held-out loss), its half-width combined in quadrature
+    with each side of the evaluation-window interval (the seeds share the evaluation windows, so
+    their spread does not hold that noise). Centred on the evaluation estimate (the seeds' mean
+    of per-window means). None unless both arms have at least two finite per-seed values. 95% only.
+    `n` is the number of seeds (arm + base)."""
+    a = np.array([v for v in arm_seeds if v is not None and math.isfinite(v)], float)
+    b = np.array([v for v in base_seeds if v is not None and math.isfinite(v)], float)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se2 = va + vb
+    df = se2 ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se2 > 0 else len(a) + len(b) - 2
+    seed_half2 = (t975(df)) ** 2 * se2
+    est = evaluation.estimate
+    return Interval(est, est - math.sqrt(seed_half2 + (est - evaluation.lo) ** 2),
+                    est + math.sqrt(seed_half2 + (evaluation.hi - est) ** 2), len(a) + len(b))
+
+
+def verdict(evaluation: Interval | None, seeded: Interval | None, sign: int) -> str | None:
+    """The verdict on the claimed `sign`: the side of the seed-aware interval where there is one;
+    ONE_SEED where only the evaluation-only interval exists (it can never say HOLDS); None
+    (pending) where neither does."""
+    if seeded is not None:
+        return seeded.side(sign)
+    return ONE_SEED if evaluation is not None else None
 
 
 def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
@@ -316,11 +378,15 @@ def task_mean_aggregates(ctx, arm: str, base: str, average: str, n_boot: int = N
     return SetAggregates({"avg": (point[0] / k, point[1] / k)}, {"avg": (draws[0] / k, draws[1] / k)}, units)
 
 
+def _seed_losses(ctx, run: str) -> list[float | None]:
+    """Each seed's held-out loss (None: not evaluated)."""
+    return [p.val_loss if (p := ctx.single.ppl(n)) else None for n in ctx.instances(run)]
+
+
 def _seed_spread(ctx, run: str) -> tuple[float | None, int]:
     from shapelm.results.seeds import spread
 
-    names = ctx.instances(run)
-    s = spread((p.val_loss if (p := ctx.single.ppl(n)) else None) for n in names)
+    s = spread(_seed_losses(ctx, run))
     return s.std, s.n
 
 
@@ -328,11 +394,17 @@ def _seed_spread(ctx, run: str) -> tuple[float | None, int]:
 
 
 COLUMNS = [
-    ("arm", "arm"), ("base", "base"), ("paper", "paper"), ("units", "eval units"),
-    ("d_loss", "Δ loss"), ("d_loss_lo", "Δ loss 95% lo"), ("d_loss_hi", "Δ loss 95% hi"),
-    ("d_ppl", "Δ PPL"), ("d_ppl_lo", "Δ PPL 95% lo"), ("d_ppl_hi", "Δ PPL 95% hi"),
-    ("claimed_sign", "claimed sign of Δ loss"), ("claim_source", "claim from"), ("holds_95", "holds at 95%"),
-    ("items", "downstream items"), ("d_acc", "Δ acc"), ("d_acc_lo", "Δ acc 95% lo"), ("d_acc_hi", "Δ acc 95% hi"),
+    ("arm", "arm"), ("base", "base"), ("paper", "paper"), ("units", "evaluation windows"),
+    ("d_loss", "Δ loss"), ("d_loss_lo", f"Δ loss 95% lo ({EVAL_WINDOWS})"),
+    ("d_loss_hi", f"Δ loss 95% hi ({EVAL_WINDOWS})"),
+    ("d_ppl", "Δ PPL"), ("d_ppl_lo", f"Δ PPL 95% lo ({EVAL_WINDOWS})"), ("d_ppl_hi", f"Δ PPL 95% hi ({EVAL_WINDOWS})"),
+    ("claimed_sign", "claimed sign of Δ loss"), ("claim_source", "claim from"),
+    ("eval_side", f"Δ loss interval ({EVAL_WINDOWS} only) vs the claimed sign"),
+    ("d_loss_seeds_lo", f"Δ loss 95% lo ({EVAL_WINDOWS} + {SEEDS})"),
+    ("d_loss_seeds_hi", f"Δ loss 95% hi ({EVAL_WINDOWS} + {SEEDS})"),
+    ("verdict", "verdict (holds / inconclusive / against)"), ("verdict_noise", "verdict's interval covers"),
+    ("items", "downstream items"), ("d_acc", "Δ acc"), ("d_acc_lo", f"Δ acc 95% lo ({ITEMS})"),
+    ("d_acc_hi", f"Δ acc 95% hi ({ITEMS})"),
     ("seed_std_arm", "seed std loss (arm)"), ("seed_std_base", "seed std loss (base)"), ("seeds", "seeds arm/base"),
     ("status", "status"),
 ]
@@ -348,7 +420,11 @@ NO_ITEMS = "no per-item lm-eval samples that give downstream.json's average"
 
 def pair_aggregates(ctx, arm: str, base: str, seed: int = 0) -> tuple[SetAggregates | None, str]:
     """The paired bootstrap of two runs' held-out aggregates (each run's per-unit losses averaged
-    over its finished seeds), or None and why not: "pending", NO_UNITS, different sets."""
+    over its finished seeds), or None and why not: "pending", "RUN diverged at step N", NO_UNITS,
+    different sets."""
+    for run in (arm, base):
+        if why := ctx.divergence(run):
+            return None, f"{run} {why}"
     ua, ub = _units(ctx, arm), _units(ctx, base)
     if ua is None or ub is None:
         return None, NO_UNITS if ctx.ppl(arm) is not None and ctx.ppl(base) is not None else "pending"
@@ -367,8 +443,13 @@ def pair_row(ctx, arm: str, base: str, seed: int = 0) -> dict[str, Any]:
     agg, row["status"] = pair_aggregates(ctx, arm, base, seed)
     if agg is not None:
         loss, ppl = agg.difference("loss"), agg.difference("ppl")
+        seeded = seed_aware_interval(loss, _seed_losses(ctx, arm), _seed_losses(ctx, base))
         row.update(units=loss.n, d_loss=loss.estimate, d_loss_lo=loss.lo, d_loss_hi=loss.hi,
-                   d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, holds_95=loss.holds(sign))
+                   d_ppl=ppl.estimate, d_ppl_lo=ppl.lo, d_ppl_hi=ppl.hi, eval_side=loss.side(sign),
+                   verdict=verdict(loss, seeded, sign),
+                   verdict_noise=f"{EVAL_WINDOWS} + {SEEDS}" if seeded else f"{EVAL_WINDOWS} only (one seed)")
+        if seeded is not None:
+            row.update(d_loss_seeds_lo=seeded.lo, d_loss_seeds_hi=seeded.hi)
     elif row["status"] == NO_UNITS:
         row["d_loss"] = ctx.ppl(arm).val_loss - ctx.ppl(base).val_loss
     ia, ib = _items(ctx, arm), _items(ctx, base)
@@ -385,35 +466,70 @@ def pair_row(ctx, arm: str, base: str, seed: int = 0) -> dict[str, Any]:
 def paired_table(ctx) -> PlainTable:
     rows = [pair_row(ctx, a, b) for a, b in pairs(ctx)]
     notes = [
-        "Intervals: percentile bootstrap over evaluation instances (token windows of a held-out set), "
-        "resampled jointly for both arms within each set; "
-        "Δ loss is the change of the mean over sets of each set's loss (the papers' aggregate).",
-        "They cover evaluation-sample noise only; training noise is the seed std (sample std, ddof 1) where "
-        "a run has seeds. A difference smaller than the seed std is not evidence for either shape.",
-        "Δ acc: mean over lm-eval items (all accuracy tasks pooled, paired by task and doc_id) of the arm's "
-        "minus the base's per-item accuracy.",
+        f"Δ loss / Δ PPL intervals ({EVAL_WINDOWS}): percentile bootstrap over evaluation windows (token windows "
+        "of a held-out set), resampled jointly for both arms within each set; Δ loss is the change of the mean "
+        "over sets of each set's loss (the papers' aggregate). They cover evaluation noise only, not training "
+        "noise (which seed was trained).",
+        f"Verdict: {HOLDS} / {INCONCLUSIVE} / {AGAINST} = the 95% interval on the paper's claimed side / across 0 / "
+        f"on the opposite side. Where both arms have two or more seeds it is taken on the interval over "
+        f"{EVAL_WINDOWS} + {SEEDS} (Welch's t over the seeds' held-out losses, combined in quadrature with the "
+        f"evaluation interval); with one seed on either side it is at most '{ONE_SEED}', and the side of the "
+        "evaluation-only interval is shown in its own column, not as a verdict.",
+        "Seed std: sample std (ddof 1) of each arm's held-out loss over its finished seeds. A seed varies the "
+        "initialisation only (every run reads the same fixed data order): no interval here covers data order.",
+        f"Δ acc ({ITEMS}): mean over lm-eval items (all accuracy tasks pooled, paired by task and doc_id) of "
+        "the arm's minus the base's per-item accuracy; item noise only.",
     ]
     return PlainTable("paired_differences", TITLE, COLUMNS, rows, notes)
 
 
+def _verdict_style(row: dict[str, Any]) -> tuple[str, str, str]:
+    """(colour, marker face, legend label) of a measured pair in the figure: colour by the side of
+    the interval drawn; filled for a verdict on seeds, hollow for a one-seed pair."""
+    if row.get("verdict") == ONE_SEED:
+        side = row["eval_side"]
+        text = {HOLDS: "on the claimed side", INCONCLUSIVE: "crosses 0", AGAINST: "against the claim"}[side]
+        return VERDICT_COLOURS[side], "white", f"{ONE_SEED}: {EVAL_WINDOWS}-only interval {text}"
+    v = row["verdict"]
+    text = {HOLDS: "interval on the claimed side", INCONCLUSIVE: "interval crosses 0",
+            AGAINST: "interval on the opposite side"}[v]
+    return VERDICT_COLOURS[v], VERDICT_COLOURS[v], f"{v} ({EVAL_WINDOWS} + {SEEDS}: {text})"
+
+
 def paired_figure(ctx):
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     rows = [r for r in paired_table(ctx).rows if r.get("d_loss_lo") is not None]
-    fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(rows), 4) + 1.2))
+    fig, ax = plt.subplots(figsize=(8, 0.35 * max(len(rows), 4) + 2.6))
     if not rows:
         ax.text(0.5, 0.5, "pending: no pair has per-unit held-out losses yet", ha="center", va="center",
                 transform=ax.transAxes)
         ax.set_axis_off()
         return fig
     ys = np.arange(len(rows))
+    legend: dict[str, Line2D] = {}
     for y, r in zip(ys, rows):
-        color = "tab:green" if r["holds_95"] else "tab:gray"
+        color, face, label = _verdict_style(r)
+        if r.get("d_loss_seeds_lo") is not None:  # the verdict's interval, under the evaluation-only one
+            ax.plot([r["d_loss_seeds_lo"], r["d_loss_seeds_hi"]], [y, y], color=color, lw=4, alpha=0.35,
+                    solid_capstyle="butt")
         ax.errorbar(r["d_loss"], y, xerr=[[r["d_loss"] - r["d_loss_lo"]], [r["d_loss_hi"] - r["d_loss"]]],
-                    fmt="o", color=color, capsize=3)
+                    fmt="o", color=color, mfc=face, capsize=3)
+        legend.setdefault(label, Line2D([], [], marker="o", color=color, mfc=face, lw=1))
+    order = [HOLDS, INCONCLUSIVE, AGAINST]  # seed verdicts first, then one-seed pairs, each in this order
+    rank = {label: (ONE_SEED in label, next(i for i, v in enumerate(order) if VERDICT_COLOURS[v] == h.get_color()))
+            for label, h in legend.items()}
+    shaded = any(r.get("d_loss_seeds_lo") is not None for r in rows)
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(ys, [f"{r['arm']} − {r['base']}" for r in rows], fontsize=7)
+    ax.set_yticks(ys, [f"{r['arm']} − {r['base']} (claim {r['claimed_sign']})" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("Δ held-out loss (arm − base), 95% paired bootstrap interval")
-    ax.set_title("Paired differences (green: the paper's claimed sign holds at 95%)", fontsize=9)
+    ax.set_xlabel(f"Δ held-out loss (arm − base), 95% intervals:\nbars over {EVAL_WINDOWS} only"
+                  + (f", shaded over {EVAL_WINDOWS} + {SEEDS}" if shaded else " (every pair has one seed)"),
+                  fontsize=8)
+    ax.set_title("Verdict on the paper's claimed sign: holds / inconclusive / against", fontsize=9)
+    labels = sorted(legend, key=rank.__getitem__)
+    ax.legend([legend[k] for k in labels], labels, loc="upper center", bbox_to_anchor=(0.5, -0.27), fontsize=7,
+              frameon=False, ncol=1)
+    fig.tight_layout()
     return fig

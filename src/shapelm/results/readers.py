@@ -9,7 +9,9 @@
 
 `shapelm.records` defines what each file holds, for its writer and for these readers alike; a
 file that lacks a key is an error naming the file and the key (`records.RecordError`), a missing
-file is simply `None` (pending). Non-finite numbers read as None (a cell left empty).
+file is simply `None` (pending), a path that is not a file (a directory) an error naming it.
+Non-finite numbers read as None; the tables and figures say "diverged at step N" for them
+(`Context.divergence`).
 """
 
 from __future__ import annotations
@@ -136,7 +138,32 @@ def decode_latency(rows: list[dict[str, Any]], run: str, mixer: str, length: int
 
 def read_metrics_jsonl(path: str | os.PathLike) -> list[dict[str, Any]] | None:
     """Logged training records (torn last lines from a kill are skipped); None: no file yet."""
-    return list(records.read_metrics(path)) if os.path.isfile(path) else None
+    return list(records.read_metrics(path)) if os.path.exists(path) else None
+
+
+def has_non_finite(x: Any) -> bool:
+    """A NaN or infinity anywhere in a JSON value (per-instance lists included)."""
+    if isinstance(x, float):
+        return not math.isfinite(x)
+    if isinstance(x, dict):
+        return any(has_non_finite(v) for v in x.values())
+    if isinstance(x, list):
+        return any(has_non_finite(v) for v in x)
+    return False
+
+
+def first_non_finite_step(recs: list[dict[str, Any]]) -> int | None:
+    """The first step whose training loss or validation record holds a NaN or infinity."""
+    for rec in recs:
+        values = [rec.get("loss")] if rec.get("kind") != "val" else [rec.get(k) for k in ("train_heldout", "aggregate")]
+        if any(has_non_finite(v) for v in values) and isinstance(rec.get("step"), int):
+            return rec["step"]
+    return None
+
+
+def last_step(recs: list[dict[str, Any]]) -> int | None:
+    steps = [r["step"] for r in recs if isinstance(r.get("step"), int) and not isinstance(r.get("step"), bool)]
+    return max(steps) if steps else None
 
 
 def loss_curve(recs: list[dict[str, Any]], batch_tokens: int) -> tuple[list[float], list[float]]:

@@ -16,7 +16,8 @@ TEX_FLAG = {"match": r"\,$\checkmark$", "documented": r"\,$\dagger$", "MISMATCH"
 
 LEGEND = ("Each cell: paper / ours (ours - paper). ✓ ours rounds to the printed value; ⚑ a documented "
           "difference (see the row note); ✗ an undocumented mismatch; ↓ a scaled-down shape (tiny "
-          "default: ours is not a reproduction of this row); *pending*: not run yet; "
+          "default: ours is not a reproduction of this row); *pending*: not run yet; *diverged at step N*: "
+          "the run's metric is NaN or infinite (N from metrics.jsonl); "
           f"*{F.NOT_IN_SEED}*: the seed text prints no value; {F.NO_PAPER}: a column only we report.")
 
 

@@ -247,10 +247,15 @@ N_BOOT = 400
 CROSS_RANGE = 1e3
 COLLINEAR = 0.98  # |corr(log N, log D)| above this: parameters and tokens are not separable
 
+# What the intervals cover, in their headers: which runs were fitted (each run's evaluation and
+# seed noise only as far as the points' scatter shows it).
+POINTS = "bootstrap over fitted points"
+
 COLUMNS = [("family", "family"), ("law", "law"), ("points", "points"), ("runs", "runs"),
            *((f"{k}{s}", f"{k}{h}") for k in ("E", "A", "alpha", "B", "beta")
-             for s, h in (("", ""), ("_lo", " 95% lo"), ("_hi", " 95% hi"))),
-           ("cross_C", "crossing compute"), ("cross_C_lo", "crossing 95% lo"), ("cross_C_hi", "crossing 95% hi"),
+             for s, h in (("", ""), ("_lo", f" 95% lo ({POINTS})"), ("_hi", f" 95% hi ({POINTS})"))),
+           ("cross_C", "crossing compute"), ("cross_C_lo", f"crossing 95% lo ({POINTS})"),
+           ("cross_C_hi", f"crossing 95% hi ({POINTS})"),
            ("cross_share", "share of draws crossing"), ("status", "status")]
 
 

@@ -14,6 +14,7 @@ Cell status:
                 columns are ours, not a reproduction, so a difference is expected
     measured    a metric we measured; the difference is informative, not a failure
     pending     the run (or its result file) does not exist yet
+    diverged    the run's metric is NaN or infinite: "diverged at step N" (metrics.jsonl's step)
     n/a         the paper printed no value (or prints the column only for other rows)
 """
 
@@ -279,12 +280,21 @@ def delta_col(src: Col, name: str, header: str, base_of: Callable[[str], str | N
 
 BaseOf = Callable[[Context, RowRef], "str | None"]
 
+DIVERGED = "diverged"  # a cell's status where its run's metric is NaN or infinite
+
+# ppl.json's held-out PPL: whole sets, scored at each run's eval.ppl_seq_len (its training length
+# unless the protocol names another; plan.runs.ppl_seq_len), a number other than the trainer's.
+HELDOUT_SETS_PPL_JSON = ("Val PPL on the held-out sets (mean of per-set PPLs, ppl.json: whole sets at the run's "
+                         "eval.ppl_seq_len)")
+
 INTERVAL_NOTE = ("Interval columns (95% lo / 95% hi): percentile bootstrap of the pair's change "
                  f"({I.N_BOOT} resamples), both runs scored on the same units and resampled jointly "
                  "(shapelm.results.intervals): held-out PPL and loss over the evaluation instances within each "
-                 "set; downstream averages over lm-eval's items (per-item samples) within each task. A run with "
-                 "seeds enters with each unit averaged over its finished seeds. They cover evaluation-sample "
-                 "noise, not training noise (the seed std); empty where the per-unit records are missing.")
+                 "set; downstream averages over lm-eval's items (per-item samples) within each task; each header names "
+                 "which. A run with seeds enters with each unit averaged over its finished seeds. They cover "
+                 "evaluation noise only (evaluation windows or lm-eval items), not training noise (seeds, data "
+                 "order: the seed std): no verdict on a paper is taken from them (paired_differences' verdict "
+                 "column is, with seeds); empty where the per-unit records are missing.")
 
 # The held-out measures (short or as a table's column names) -> their aggregate in intervals.SetAggregates
 _HELDOUT = {"loss": "loss", "ppl": "ppl", "val_loss": "loss", "val_ppl": "ppl"}
@@ -331,8 +341,10 @@ def delta_interval_cols(name: str, header: str, base_of: BaseOf, measure: str, m
                 I.NO_ITEMS: "n/a (no per-item lm-eval samples)"}.get(interval(ctx, row)[1])
 
     style = "pct" if mode == "rel" else "f3" if measure == "ppl" else "f4"
+    noise = I.EVAL_WINDOWS if measure in _HELDOUT else I.ITEMS  # what the interval covers, in its header
     parts = ([("", "estimate", header)] if with_delta else []) + [
-        ("_lo95", "lo", f"{header}, 95% lo (paired bootstrap)"), ("_hi95", "hi", f"{header}, 95% hi (paired bootstrap)")]
+        ("_lo95", "lo", f"{header}, 95% lo (paired bootstrap over {noise} only)"),
+        ("_hi95", "hi", f"{header}, 95% hi (paired bootstrap over {noise} only)")]
     cols = [Col(name + suffix, title, "metric", part(attr), style, paper=False, per_seed=False)
             for suffix, attr, title in parts]
     for c in cols:
@@ -601,6 +613,10 @@ def fill_cells(ctx: Context, table: Table) -> None:
                     cell.stderr = col.stderr(ctx, row) if col.stderr else None
                 if cell.stderr is not None:
                     cell.ours_text += f" ± {fmt(cell.stderr)}"
+            elif col.kind == "metric" and (why := ctx.divergence(row.run)):
+                cell.ours_text, cell.status = why, DIVERGED  # not pending: it will not come
+                table.cells[(row.id, col.name)] = cell
+                continue
             elif col.absent is not None and (why := col.absent(ctx, row)):
                 cell.ours_text, cell.status = why, "n/a"
                 table.cells[(row.id, col.name)] = cell
@@ -981,8 +997,7 @@ def _lws(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
             c.get, c.per_seed, c.style = (lambda ctx, row: float(_seeds_with(ctx, row, indist_get("ppl"))) or None), False, "int"
         if c.name == "val_ppl_std":  # sample std (ddof 1) over the seeds; none for one seed
             c.get, c.per_seed = _seed_std(indist_get("ppl")), False
-    cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, ppl.json)",
-                           "metric", ppl_get("val_ppl"), "f3"))
+    cols.append(_ours_only("val_ppl_heldout_sets", HELDOUT_SETS_PPL_JSON, "metric", ppl_get("val_ppl"), "f3"))
     # The in-distribution split keeps no per-instance losses: the interval is on the held-out sets' PPL.
     cols += delta_interval_cols("val_ppl_heldout_delta", "Val PPL on the held-out sets - the baseline's",
                                 row_comparison_base, "ppl", "abs", with_delta=True)
@@ -1077,8 +1092,7 @@ def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
     for c in cols:
         if c.name == "val_ppl":  # the delta column reads this Col, so it follows
             c.get, c.header = indist_get("ppl"), f"{c.header} ({INDIST_NOTE})"
-    cols.append(_ours_only("val_ppl_heldout_sets", "Val PPL on the held-out sets (mean of per-set PPLs, "
-                           "ppl.json)", "metric", ppl_get("val_ppl"), "f3"))
+    cols.append(_ours_only("val_ppl_heldout_sets", HELDOUT_SETS_PPL_JSON, "metric", ppl_get("val_ppl"), "f3"))
     return cols, rows
 
 
@@ -1111,8 +1125,9 @@ def _val_curves(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
                 paper_from=("lws_table3", "val_ppl")),
             _ours_only("min_val_ppl", "lowest validation PPL during training", "metric", best("ppl"), "f3"),
             _ours_only("min_val_ppl_tokens", "tokens at the lowest validation PPL", "metric", best("tokens"), "e"),
-            _ours_only("val_ppl_heldout_sets", "final Val PPL on the held-out sets (mean of per-set PPLs)",
-                       "metric", final_sets, "f3"),
+            _ours_only("val_ppl_heldout_sets_in_training", "final Val PPL on the held-out sets during training "
+                       "(mean of per-set PPLs, metrics.jsonl: at train.seq_len, at most train.eval_max_instances "
+                       "per set; not ppl.json's val_ppl_heldout_sets)", "metric", final_sets, "f3"),
             _ours_only("final_train_ce", "final training cross-entropy (mean of last 5% of log)", "metric",
                        final_ce, "f4")]
     return cols, rows
