@@ -149,6 +149,8 @@ def hf_taps(model: nn.Module) -> list[LayerTaps]:
         layers = getattr(base, "layers", None)
     if layers is None:
         raise AnalysisError(f"{type(model).__name__}: no transformer.h or model.layers to hook")
+    if all(hasattr(block, "mlps") and hasattr(block, "mlp_norms") for block in layers):
+        return shapelm_taps(base)  # shapelm's own export (remote code): our Block's layout
     taps = []
     for i, block in enumerate(layers):
         if hasattr(block, "post_feedforward_layernorm"):
