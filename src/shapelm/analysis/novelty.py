@@ -1,4 +1,4 @@
-"""Layer-wise novelty (Tapered LMs, seed 002 Section 4, Figure 4).
+"""Layer-wise novelty (Tapered LMs, arXiv 2606.23670 Section 4, Figure 4).
 
 For layer l with input h_l, residual after the token mixer z_l and output h_{l+1}:
 

@@ -65,7 +65,7 @@ def _label(ctx: Context, run: str) -> str:
     return ctx.plan.runs[run].get("label", run) if run in ctx.plan.runs else run
 
 
-# --------------------------------------------------------------------------- seed 000
+# --------------------------------------------------------------------------- arXiv 2602.06471
 
 
 def fig2_frozen_head(ctx: Context) -> plt.Figure:
@@ -392,7 +392,7 @@ def longctx(ctx: Context) -> plt.Figure:
     return fig
 
 
-# --------------------------------------------------------------------------- seed 002
+# --------------------------------------------------------------------------- arXiv 2606.23670
 
 SCHEDULES = ("linear", "cosine", "sigmoid")
 RATIOS = ("1p25_0p75", "1p375_0p625", "1p5_0p5", "1p625_0p375", "1p75_0p25")
@@ -516,7 +516,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     return fig
 
 
-# ------------------------------------------------- seed 002 Section 4 and the static shape figures
+# ------------------------------------------------- arXiv 2606.23670 Section 4 and the static shape figures
 
 
 def _novelty_results(ctx: Context) -> list[tuple[str, dict, bool]]:
@@ -670,11 +670,11 @@ def lws_fig3_profiles(ctx: Context) -> plt.Figure:
     return fig
 
 
-# --------------------------------------------------------------------------- seed 003: curves
+# --------------------------------------------------------------------------- arXiv 2509.06518: curves
 
 LWS_COLORS = {"baseline": "black", "vanilla": "#1f77b4", "framed": "#d62728", "reverse": "#2ca02c",
               "crown": "#9467bd"}
-#: The zoomed panels show the last this fraction of training (seed 003 does not state its ranges:
+#: The zoomed panels show the last this fraction of training (arXiv 2509.06518 does not state its ranges:
 #: the review asks for them; "Zoomed in 10" of Figure 7's caption read as the last 10%).
 LWS_VAL_ZOOM, LWS_CE_ZOOM = 0.3, 0.1
 VAL_PENDING = "pending: no evaluations in metrics.jsonl yet (train.eval_every)"
@@ -853,7 +853,7 @@ FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
                                       "asymptotes, hollow markers the paper's 64k values (Table 2)."),
     "hourglass_fig6_403m_sweep": (fig6_403m_sweep, "Figure 6: 403M validation PPL vs d_h/d_model at (K, L) = (4, 12) "
                                   "and (4, 24); dashed: the conventional 403M baseline."),
-    "hourglass_longctx": (longctx, "Long context (seed 000 Section 4.6 / Table 3): Proof-pile PPL and RULER vs "
+    "hourglass_longctx": (longctx, "Long context (arXiv 2602.06471 Section 4.6 / Table 3): Proof-pile PPL and RULER vs "
                           "context length for the 8B pair after YaRN."),
     "tapered_table1_heatmap": (tapered_heatmap, "Tapered Table 1 as a heatmap: schedule x start/end width ratio, "
                                "paper (only 3 of 15 cells quoted in the prose) beside ours."),
