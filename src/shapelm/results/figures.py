@@ -31,6 +31,12 @@ def _pending(ax, text: str, y: float = 0.5) -> None:
     ax.text(0.5, y, text, transform=ax.transAxes, **PENDING_STYLE)
 
 
+def _no_value_axis(ax, axis: str = "y") -> None:
+    """A placeholder panel's value axis has no scale yet: no 0-1 ticks that read as data."""
+    getattr(ax, f"set_{axis}ticks")([])
+    getattr(ax, f"set_{axis}ticklabels")([])
+
+
 def _no_runs(ax, ctx: Context, what: str) -> None:
     """A panel this experiment configures no run for: say so, draw no axes that would mean data."""
     _pending(ax, f"no runs configured for {what}\nin experiment '{ctx.plan.name}'")
@@ -241,9 +247,10 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
     else:
         _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
                  else "ours: no runs configured")
-        ax2.set_yticks([])
+        _no_value_axis(ax2, "x")  # no compute or accuracy scale before there is a point
+        _no_value_axis(ax2, "y")
     ax2.set_xlabel("total training compute C (FLOPs)")
-    ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1", fontsize=10)
+    ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1" if our_runs else "ours", fontsize=10)
     ax2.grid(alpha=0.3, which="both")
     fig.suptitle("Hourglass Figure 4: accuracy vs training compute", fontsize=11)
     fig.tight_layout()
@@ -271,6 +278,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
     if not pairs:
         _no_runs(ax, ctx, "Figure 5 (no run marked decode: true)")
         return fig
+    top = 1.1  # the axis reaches every point drawn (a tiny pair's ratio can exceed 1)
     for i, (scale, (conv, hg)) in enumerate(pairs):
         col = SCALE_COLORS[i % len(SCALE_COLORS)]
         name = ctx.plan.runs[conv]["scale"]
@@ -282,6 +290,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
                 ys.append(1 / s)
         if xs:
             have = True
+            top = max(top, 1.08 * max(ys))
             ax.plot(xs, ys, "o-", color=col,
                     label=f"ours {name} (MHA){_scaled_note(ctx, 'hourglass_fig5_decode_latency', [conv, hg])}")
         asym = ctx.acc(hg)["n_attn_layers"] / ctx.acc(conv)["n_attn_layers"]
@@ -302,7 +311,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks))
     ax.set_xticklabels([F.length_label(L) for L in sorted(ticks)])
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, top)
     ax.set_xlabel("context length (tokens, cache built at this length)")
     ax.set_ylabel("decode latency, hourglass / conventional")
     ax.legend(fontsize=7, loc="lower left", ncol=2)
@@ -377,8 +386,13 @@ def longctx(ctx: Context) -> plt.Figure:
             if scores and not any(scores):
                 _pending(ax, "every run scores 0 at every length\n(the lines lie on top of each other)", y=0.5)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths)
-        ax.set_xticklabels([F.length_label(L) for L in lengths])
+        if lengths:  # one octave per tick, evenly spaced, whether or not a point is drawn yet
+            ax.set_xlim(lengths[0] / 1.4, lengths[-1] * 1.4)
+            ax.set_xticks(lengths)
+            ax.set_xticklabels([F.length_label(L) for L in lengths])
+            ax.minorticks_off()
+        if not have[i] and i == 0:
+            _no_value_axis(ax)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
@@ -426,8 +440,18 @@ def _heatmap_runs(ctx: Context) -> tuple[dict[tuple[str, str], str], str]:
     return cells, uniform
 
 
+def _text_colour(rgba) -> str:
+    """Black or white, whichever reads on a cell of this colour (WCAG relative luminance)."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(c) for c in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+
+
 def tapered_heatmap(ctx: Context) -> plt.Figure:
-    fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
+    # one panel per row: a column-width figure keeps its cells and their numbers readable
+    fig, axes = plt.subplots(3, 1, figsize=(8, 9))
     our_cells, our_uniform = _heatmap_runs(ctx)
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
     ours = {1: _indist_ppl, 2: _sets_ppl}  # the paper's quantity first, the held-out sets beside it
@@ -460,7 +484,7 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                 txt = ("n/a" if k == 0 else "not\nconfigured" if (i, j) in unconfigured else "pending") \
                     if math.isnan(v) else f"{v:.2f}"
                 ax.text(j, i, txt, ha="center", va="center", fontsize=8,
-                        color="white" if not math.isnan(v) else "#777777")
+                        color=_text_colour(im.cmap(im.norm(v))) if not math.isnan(v) else "#777777")
         ax.set_xticks(range(len(RATIOS)))
         ax.set_xticklabels([r.replace("p", ".").replace("_", "/") for r in RATIOS], fontsize=8)
         ax.set_yticks(range(len(SCHEDULES)))
@@ -473,7 +497,7 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                      f"{who}: validation PPL (uniform: {missing})", fontsize=9)
         if finite:
             fig.colorbar(im, ax=ax, label="validation PPL")
-    fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better); the paper "
+    fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better);\nthe paper "
                  "reports in-distribution validation PPL (a held-out split of the training data)",
                  fontsize=10)
     fig.tight_layout()
@@ -686,15 +710,17 @@ def _lws_style(ctx: Context, run: str) -> dict:
                 ls="-" if ctx.acc(run)["n_layers"] >= 18 else "--")
 
 
-def _lws_label(ctx: Context, run: str, paper: bool = True) -> str:
+def _lws_label(ctx: Context, run: str) -> str:
     a = ctx.acc(run)
-    text = f"{_label(ctx, run)} ({a['n_layers']}L, {a['total_params'] / 1e6:.1f}M)"
-    if paper:
-        try:
-            text += f"; paper final {R.printed('lws_table3', run, 'val_ppl').text}"
-        except KeyError:
-            pass
-    return text
+    return f"{_label(ctx, run)} ({a['n_layers']}L, {a['total_params'] / 1e6:.1f}M)"
+
+
+def _lws_paper_final(run: str):
+    """The paper's printed final validation PPL of a run (LWS Table 3), or None."""
+    try:
+        return R.printed("lws_table3", run, "val_ppl")
+    except KeyError:
+        return None
 
 
 #: Units training tokens are drawn in: the largest the run's total reaches (a tiny run's 246K
@@ -739,38 +765,59 @@ def _seed_band(ctx: Context, run: str, get) -> tuple[list[float], list[float], l
 
 
 def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
-                 pending: str, paper: bool = True) -> bool:
+                 pending: str, paper: bool = True, scaled: bool = False) -> bool:
     """Every run's curve on one axis (tokens in the unit the total reads best in); `zoom`: only
-    the last fraction."""
+    the last fraction. `paper`: the paper's printed final value of each run drawn as a hollow
+    marker at the end of training (LWS Table 3), not only named; for `scaled` (scaled-down) runs
+    on an axis of its own at the right, since a tiny run's perplexity is another quantity."""
+    pax = ax.twinx() if paper and scaled and any(_lws_paper_final(r) for r in runs) else ax
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
     div, unit, _ = _token_unit(total)
     curves = []
+    finals = []  # (x, y) of the paper's markers, which the zoomed axis keeps in view
     for run in runs:
-        c = get(run)
         style = _lws_style(ctx, run)
+        printed = _lws_paper_final(run) if paper else None
+        if printed is not None:
+            finals.append(([total], [printed.value]))
+            pax.plot([total / div], [printed.value], marker="D", ms=6, mfc="none", mew=1.3, ls="none",
+                     color=style["color"], zorder=5)
+            pax.annotate(printed.text, (total / div, printed.value), xytext=(6 + 28 * (len(finals) % 2 == 0), 0),
+                         textcoords="offset points",
+                        va="center", fontsize=7, color=style["color"])
+        c = get(run)
         if not c:
-            ax.plot([], [], **style, label=_lws_label(ctx, run, paper) + " (pending)")
+            ax.plot([], [], **style, label=_lws_label(ctx, run) + " (pending)")
             continue
         curves.append(c)
         band = _seed_band(ctx, run, get)
-        label = _lws_label(ctx, run, paper)
+        label = _lws_label(ctx, run)
         if band:
             xs, lo, hi, n = band
             ax.fill_between([x / div for x in xs], lo, hi, color=style.get("color"), alpha=0.2, lw=0)
             label += f"; band: min-max of {n} seeds"
         ax.plot([x / div for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
                 ms=3, **style, label=label)
+    if finals:
+        ax.plot([], [], marker="D", mfc="none", mew=1.3, ls="none", color="#555555",
+                label="paper's final value (printed, LWS Table 3)" + (", right axis" if pax is not ax else ""))
+        if pax is not ax:
+            pax.set_ylabel("paper's final PPL (its own scale)", fontsize=8)
+    start = (1 - zoom) * total if zoom else 0.0  # the range the panel's title names
+    end = total + (total - start) * (0.12 if finals else 0.0)  # room for the markers' values
     if not curves:
         _pending(ax, pending)
-        ax.set_xlim(0, total / div)
-        ax.set_yticks([])
+        ax.set_xlim(start / div, end / div)
+        if not finals or pax is not ax:
+            _no_value_axis(ax)
     elif zoom:
-        _zoom_limits(ax, curves, (1 - zoom) * total, total, div)
+        _zoom_limits(ax, curves + (finals if pax is ax else []), start, total, div)
+        ax.set_xlim(start / div, end / div)
     ax.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    if runs:
-        ax.legend(fontsize=6, loc="upper right")
+    if runs:  # below the axes: never over a curve
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     return bool(curves)
 
 
@@ -781,15 +828,15 @@ def _val_getter(ctx: Context):
 def lws_fig4_val_ppl(ctx: Context) -> plt.Figure:
     table = "lws_fig4_val_ppl"
     runs = ctx.runs_for_table(table)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     for ax, depth in zip(axes, (12, 18)):
         mine = [r for r in runs if ctx.acc(r)["n_layers"] == depth]
         ax.set_title(f"{depth} layers", fontsize=10)
         if not mine:
             _no_runs(ax, ctx, f"{depth} layers")
             continue
-        _curve_panel(ctx, ax, mine, _val_getter(ctx), None,
-                     "validation PPL (in-distribution split)", VAL_PENDING)
+        _curve_panel(ctx, ax, mine, _val_getter(ctx), None, "validation PPL (in-distribution split)",
+                     VAL_PENDING, scaled=bool(_scaled_note(ctx, table, mine)))
     fig.suptitle("LWS Figure 4: validation perplexity, LWS vs isotropic baseline" + _scaled_note(ctx, table, runs)
                  + "\nheld-out split of the training stream, as the paper's 10M-token held-out set",
                  fontsize=9)
@@ -800,7 +847,7 @@ def lws_fig4_val_ppl(ctx: Context) -> plt.Figure:
 def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
     table = "lws_fig5_val_ppl_variants"
     runs = ctx.runs_for_table(table)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
     for ax, zoom in zip(axes, (None, LWS_VAL_ZOOM)):
         ax.set_title("all of training" if not zoom else
@@ -810,7 +857,7 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
             _no_runs(ax, ctx, "LWS Figure 5")
             continue
         _curve_panel(ctx, ax, runs, _val_getter(ctx), zoom, "validation PPL (in-distribution split)",
-                     VAL_PENDING)
+                     VAL_PENDING, scaled=bool(_scaled_note(ctx, table, runs)))
     fig.suptitle("LWS Figure 5: validation perplexity of every variant" + _scaled_note(ctx, table, runs)
                  + "\npaper: all variants close, below the 18L baseline; Framed bumps late in training",
                  fontsize=9)
@@ -820,7 +867,7 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
 
 def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -> plt.Figure:
     runs = ctx.runs_for_table(table)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 6))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
     rng = (f" (zoomed: {_tokens_text((1 - zoom) * total, total)} to {_tokens_text(total, total)} tokens)"
            if zoom and runs else "")
