@@ -90,3 +90,14 @@ def test_scaling_figure_names_families_and_promises_only_what_it_draws(default_c
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels and not any("_" in label.split(" (")[0] for label in labels)  # no internal family id
     plt.close(fig)
+
+
+def test_our_accuracy_panel_draws_the_chance_level_of_its_tasks(default_ctx):
+    assert FG.chance_level(["piqa", "arc_easy"]) == pytest.approx(0.375)
+    assert FG.chance_level(["piqa", "lambada"]) is None  # a word accuracy has no chance level
+    fig = FG.fig4_compute_fit(default_ctx)
+    ours = fig.axes[1]
+    chance = [ln for ln in ours.get_lines() if ln.get_label().startswith("chance")]
+    tasks = FG._our_acc_tasks(default_ctx, default_ctx.runs_for_table("hourglass_fig4_compute_fit"))
+    assert len(chance) == 1 and chance[0].get_ydata()[0] == pytest.approx(FG.chance_level(tasks))
+    plt.close(fig)

@@ -172,6 +172,19 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
     return fig
 
 
+#: Chance accuracy of each multiple-choice task shapelm runs: 1 / its choices (make-tasks'
+#: held-out items have 4); LAMBADA's word accuracy has no chance level worth a line.
+CHANCE = {"arc_easy": 1 / 4, "arc_challenge": 1 / 4, "hellaswag": 1 / 4, "piqa": 1 / 2, "sciq": 1 / 4,
+          "commonsense_qa": 1 / 5, "winogrande": 1 / 2, "boolq": 1 / 2, "social_iqa": 1 / 3, "heldout_mc": 1 / 4}
+
+
+def chance_level(tasks: list[str]) -> float | None:
+    """The Avg Acc of guessing over `tasks` (the mean of their chance levels), None if one has none."""
+    if not tasks or any(t not in CHANCE for t in tasks):
+        return None
+    return sum(CHANCE[t] for t in tasks) / len(tasks)
+
+
 def _our_acc_tasks(ctx: Context, runs: list[str]) -> list[str]:
     """The tasks our Avg Acc averages (from downstream.json), in first-seen order."""
     tasks: dict[str, None] = {}
@@ -236,6 +249,9 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
         ax2.set_xlim(min(our_c) / 3, max(our_c) * 3)  # a decade or so: readable ticks, no minor labels
         ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax2.set_ylim(0, 1)
+        chance = chance_level(tasks)
+        if chance is not None:  # tiny runs sit at it: the line says so
+            ax2.axhline(chance, color="#777777", ls=":", lw=1.0, label=f"chance: {chance:.3f} (1/choices, mean over tasks)")
         ax2.set_ylabel(f"Avg Acc over {', '.join(tasks) or 'our tasks'}", fontsize=8)
         ax2.legend(fontsize=7, loc="lower right")  # the points sit high on the 0-1 axis
         if ofits[2] is not None:
@@ -243,7 +259,7 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
                      transform=ax2.transAxes, ha="right", va="top", fontsize=7)
         if banded:
             ax2.text(0.98, 0.91, "shaded, [ ]: 95% bootstrap of the points' evaluation noise (lm-eval stderr)",
-                     transform=ax2.transAxes, ha="right", va="top", fontsize=6)
+                     transform=ax2.transAxes, ha="right", va="top", fontsize=7)
     else:
         _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
                  else "ours: no runs configured")
@@ -591,7 +607,7 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
         ax.set_ylabel("mean cosine over tokens")
         ax.grid(alpha=0.3)
         if results:
-            ax.legend(fontsize=6, loc="best")
+            ax.legend(fontsize=7, loc="best")
     ax = axes[2]
     ax.set_title("Pearson r with layer index (layers 1..L-2)\nhatched: the paper's printed range (GPT-2 family)",
                  fontsize=9)
@@ -657,7 +673,7 @@ def tapered_fig3_schedules(ctx: Context) -> plt.Figure:
     ax.text(0.99, 0.97, f"start/end {start:g}/{end:g}, L = {n_layers}, sigmoid k = {k:g}\n"
             f"every schedule sums to L·d_ff (matched parameters)", transform=ax.transAxes, ha="right",
             va="top", fontsize=7)
-    ax.legend(fontsize=6.5, loc="lower left")
+    ax.legend(fontsize=7, loc="lower left")
     ax.grid(alpha=0.3)
     return fig
 
