@@ -43,6 +43,7 @@ HERE = Path(__file__).parent
 FNS_FILE = "shapelm_task_fns.py"
 PREFIX = "shapelm_"
 STANDIN = "_standin"  # lm-eval's name of a task run on stand-in data: piqa_standin
+STANDIN_FILE = ".standin.jsonl"  # how a stand-in data file is named (shapelm.evaluation.standins)
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,7 @@ def expand_task_names(names: list[str]) -> list[str]:
 
 def task_name(spec: TaskSpec, source: str | None) -> str:
     """The name lm-eval runs a task under: its own, or with ``_standin`` on stand-in data."""
-    from shapelm.evaluation.standins import is_standin
-
-    return spec.lm_eval_name + (STANDIN if is_standin(source) else "")
+    return spec.lm_eval_name + (STANDIN if source and str(source).endswith(STANDIN_FILE) else "")
 
 
 def _looks_local(value: str) -> bool:
