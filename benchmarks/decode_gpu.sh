@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU decode benchmark for seed 000 Table 12 and Figure 5, in one call (each step capped, 300 s
+# GPU decode benchmark for arXiv 2602.06471 Table 12 and Figure 5, in one call (each step capped, 300 s
 # in all; expected well under that on one
 # H100/H200/A100-80G class GPU; the 8B arms need ~60 GB at 64k). Run from the repository root:
 #

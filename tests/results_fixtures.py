@@ -106,3 +106,15 @@ def fabricate(exp, results_dir: Path, work_dir: Path, runs=None) -> None:
                 rows.append({"mixer": "native", "length": L, "run": name, "latency_ms_median": lat,
                              "kv_bytes": L, "state_bytes": state, "state_bytes_predicted": state})
     write(results_dir / "decode" / "decode.json", {"rows": rows, "comparisons": [], "meta": {"device": "FAKE"}})
+
+
+def fabricated_context(config: str, base: Path, runs=None):
+    """A results Context of configs/<config>.yaml whose runs (or `runs` of them) have fabricated
+    result files under `base`."""
+    from shapelm.plan.build import load_plan
+    from shapelm.plan.experiment import load_experiment
+    from shapelm.results.context import Context
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "configs" / f"{config}.yaml")
+    fabricate(exp, base / "results", base / "work", runs=runs(exp) if callable(runs) else runs)
+    return Context(load_plan(exp), base / "results", base / "work")

@@ -177,3 +177,36 @@ def test_cli_on_a_hugging_face_model_directory(tmp_path):
     assert data["model_kind"] == "hf" and data["n_layers"] == 5 and data["n_tokens"] == 300
     assert data["seq_len"] == 64  # capped at n_positions
     assert data["pearson_layers"] == [1, 2, 3] and all(-1 <= v <= 1 for v in data["rho_block"])
+
+
+def test_cli_on_its_own_remote_code_export_needs_the_flag_and_never_prompts(tmp_path, capsys):
+    """`shapelm analyze novelty` on a shapelm export whose shape is remote code: refused in one
+    line without --trust-remote-code (no interactive prompt), with it the checkpoint's own rho."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from shapelm.evaluation.export_hf import export_hf
+
+    words = [f"w{i}" for i in range(90)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["<|endoftext|>", "<unk>", *words])},
+                                     unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    torch.manual_seed(0)
+    model = build_model(build_model_config(tiny_arch(n_layers=4))).eval()
+    save_pretrained(model, tmp_path / "run" / "final")
+    export_hf(tmp_path / "run", tmp_path / "hf", force_remote=True)
+    rng = np.random.default_rng(0)
+    text = tmp_path / "wiki.txt"
+    text.write_text("\n\n".join(" ".join(rng.choice(words, 40)) for _ in range(10)))
+    common = ["--text", str(text), "--tokens", "200", "--tokenizer", str(tmp_path / "tokenizer.json")]
+
+    assert main(["analyze", "novelty", str(tmp_path / "hf"), *common, "--out", str(tmp_path / "no.json")]) == 2
+    err = capsys.readouterr().err
+    assert "pass --trust-remote-code" in err and "offline" not in err and "Traceback" not in err
+    assert main(["analyze", "novelty", str(tmp_path / "hf"), *common, "--trust-remote-code",
+                 "--out", str(tmp_path / "hf.json")]) == 0
+    assert main(["analyze", "novelty", str(tmp_path / "run"), *common, "--out", str(tmp_path / "ours.json")]) == 0
+    hf, ours = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("hf", "ours"))
+    assert hf["model_kind"] == "hf" and hf["n_layers"] == 4
+    assert hf["rho_mlp"] == pytest.approx(ours["rho_mlp"], abs=1e-4)
+    assert hf["rho_block"] == pytest.approx(ours["rho_block"], abs=1e-4)

@@ -323,6 +323,7 @@ def test_standin_data_runs_every_paper_task_through_lm_eval(world, tmp_path):
     from shapelm.evaluation.downstream import run_downstream
     from shapelm.evaluation.make_tasks import make_tasks
     from shapelm.evaluation.standins import BUILDERS, is_standin
+    from shapelm.evaluation.tasks import SPECS
 
     info = make_tasks([str(world["root"] / "val")], tmp_path / "tasks", tokenizer=str(world["tok"]),
                       n_mc=24, n_ce=24, standins=["olmo", "tapered"])
@@ -345,7 +346,9 @@ def test_standin_data_runs_every_paper_task_through_lm_eval(world, tmp_path):
         assert all(np.isfinite(v) for v in flat["metrics"].values())
         assert all(flat["details"][t]["n"] == 24 for t in BUILDERS)
         scores[which] = flat
-    assert raw["configs"]["winogrande"]["dataset_path"] == "json"  # lm-eval's task, our data
+    assert raw["configs"]["winogrande_standin"]["dataset_path"] == "json"  # lm-eval's task, our data
+    assert set(raw["results"]) == {n + "_standin" for n in (SPECS[t].lm_eval_name for t in BUILDERS)}
+    assert all(d["lm_eval_task"].endswith("_standin") for d in flat["details"].values())
     trained, untrained = scores["trained"], scores["untrained"]
     assert trained["Avg Acc"] > untrained["Avg Acc"] + 0.1
     assert trained["metrics"]["wikitext"] < untrained["metrics"]["wikitext"] / 2
@@ -362,9 +365,9 @@ def test_standin_tasks_name_a_task_without_one():
         standin_tasks(["openbookqa"])
 
 
-def _readme_lm_eval_line() -> str:
+def _readme_lm_eval_line(row_title: str = "lm-eval on a shapelm checkpoint") -> str:
     row = next(line for line in (REPO / "README.md").read_text().splitlines()
-               if line.startswith("| lm-eval on a shapelm checkpoint |"))
+               if line.startswith(f"| {row_title} |"))
     return row.split("`")[1]
 
 
@@ -399,7 +402,23 @@ def test_the_readme_lm_eval_line_runs_as_typed_on_a_workflow_run(world, tmp_path
     proc = subprocess.run([exe, *argv[1:], *extra], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]
-    assert "acc,none" in res["piqa"]
+    assert "acc,none" in res["piqa_standin"]
+
+    # lm-eval's own `hf` model on the run's export (remote code, as every shipped shape exports),
+    # the README's line as typed: trust_remote_code=True in it, no prompt, the same scores
+    from shapelm.evaluation.export_hf import export_hf
+
+    export_hf(run, tmp_path / "work" / "default" / "hf" / "tiny", tokenizer=str(world["tok"]), force_remote=True)
+    hf_line = _readme_lm_eval_line("lm-eval's stock hf model on a run's Hugging Face export")
+    hf_argv = shlex.split(hf_line.replace("<exp>", "default").replace("<run>", "tiny"))
+    assert hf_argv[:3] == ["lm_eval", "--model", "hf"] and "trust_remote_code=True" in hf_line
+    hf_proc = subprocess.run([str(Path(sys.executable).with_name("lm_eval")), *hf_argv[1:], *extra[:-1],
+                              str(tmp_path / "out_hf")], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=900, stdin=subprocess.DEVNULL)
+    assert hf_proc.returncode == 0, hf_proc.stderr[-3000:]
+    hf_res = json.loads(next((tmp_path / "out_hf").rglob("results_*.json")).read_text())["results"]
+    assert hf_res["piqa_standin"]["acc,none"] == pytest.approx(res["piqa_standin"]["acc,none"])
+    assert hf_res["piqa_standin"]["acc_norm,none"] == pytest.approx(res["piqa_standin"]["acc_norm,none"])
 
     # the same line with the checkpoint gone: one line (in-process: lm-eval is imported already)
     from shapelm.evaluation import lm_eval_cli

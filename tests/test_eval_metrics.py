@@ -112,6 +112,43 @@ def test_dataset_block_local_and_hub(tmp_path):
     assert parse_task_data(["piqa=/x/p.jsonl"]) == {"piqa": "/x/p.jsonl"}
 
 
+def test_standin_tasks_run_under_their_own_names_from_a_folder_that_can_move(tmp_path):
+    """Stand-in data runs as `piqa_standin` (lm-eval never warns that a stock task is overridden,
+    and no reader takes it for PIQA); the YAMLs name their data relative to their own folder,
+    so the folder (work/) moves and lm-eval still finds the data."""
+    import shutil
+
+    import yaml
+    from lm_eval.tasks import TaskManager
+
+    from shapelm.evaluation.standins import standin_path
+
+    work = tmp_path / "work"
+    data = standin_path(work / "data", "piqa")
+    data.parent.mkdir(parents=True)
+    data.write_text('{"goal": "g", "sol1": "a", "sol2": "b", "label": 0}\n')
+    real = work / "data" / "arc.jsonl"
+    real.write_text('{"question": "q", "choices": {"text": ["a", "b"], "label": ["A", "B"]}, "answerKey": "A"}\n')
+    names = write_tasks(work / "tasks", ["piqa", "arc_easy", "lambada"],
+                        {"piqa": str(data), "arc_easy": str(real), "lambada": str(standin_path(work / "data", "piqa"))})
+    assert names == ["piqa_standin", "shapelm_arc_easy", "lambada_openai_standin"]
+    assert sorted(p.name for p in (work / "tasks").glob("*.yaml")) == [
+        "lambada_openai_standin.yaml", "piqa_standin.yaml", "shapelm_arc_easy.yaml"]
+    text = (work / "tasks" / "piqa_standin.yaml").read_text()
+    assert "task: piqa_standin" in text and str(tmp_path) not in text.split("# data:")[1].split("\n", 1)[1]
+    assert 'validation: "../data/piqa.standin.jsonl"' in text
+
+    shutil.move(work, tmp_path / "moved")
+    tm = TaskManager(include_path=str(tmp_path / "moved" / "tasks"), include_defaults=False)
+    tasks = tm.load(["piqa_standin", "shapelm_arc_easy"])["tasks"]
+    assert set(tasks) == {"piqa_standin", "shapelm_arc_easy"}
+    for name, task in tasks.items():
+        docs = list(task.validation_docs())
+        assert len(docs) == 1, name
+    assert yaml.safe_load((tmp_path / "moved" / "tasks" / "shapelm_arc_easy.yaml").read_text().replace(
+        "!function", ""))["task"] == "shapelm_arc_easy"
+
+
 def test_missing_and_empty_task_files_are_named(tmp_path):
     missing = tmp_path / "nope.jsonl"
     with pytest.raises(EvalError, match=r"task arc_easy: task data file .*nope\.jsonl does not exist"):

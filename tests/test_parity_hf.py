@@ -266,3 +266,30 @@ def test_export_rejects_checkpoint_whose_shape_disagrees_with_config(tmp_path):
     (tmp_path / "m/final/model_config.json").write_text(json.dumps(conf))
     with pytest.raises(EvalError, match=r"layers\.0\.mlps\.0\.\w+_proj\.weight"):
         export_hf(tmp_path / "m", tmp_path / "hf")
+
+
+@pytest.mark.parametrize("case", ["per_layer", "gated", "hope"])
+def test_remote_code_generate_with_the_kv_cache_equals_without(tmp_path, case):
+    """`generate` with the remote code's KV cache gives the tokens (and nearly the scores) of
+    generation without it, left-padded prompts of two lengths in one batch included; Hope's
+    recurrent state takes no cache (its export says use_cache false) and generates the same."""
+    model = randomized(cfg(layers=REMOTE_CASES[case], norm_placement="reordered", rope_scaling=YARN))
+    _, hf = export_and_load(tmp_path, model, case)
+    assert hf.generation_config.use_cache is (case != "hope")
+    x = ids(seq=9, batch=2)
+    mask = torch.ones_like(x)
+    if case != "hope":  # Hope refuses left padding
+        mask[1, :3] = 0
+    runs = {}
+    for use_cache in (True, False):
+        runs[use_cache] = hf.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, min_new_tokens=6,
+                                      use_cache=use_cache, return_dict_in_generate=True, output_scores=True)
+    assert runs[True].sequences.tolist() == runs[False].sequences.tolist()
+    for a, b in zip(runs[True].scores, runs[False].scores):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    if case != "hope":  # and the cache holds each attention layer's keys in its own KV heads and width
+        n_attn = sum(layer["attention"] is not None for layer in REMOTE_CASES[case])
+        cache = runs[True].get("cache", runs[True].get("past_key_values"))
+        assert cache.get_seq_length() == 9 + 6 - 1
+        kv_heads = [layer["attention"]["n_kv_heads"] for layer in REMOTE_CASES[case] if layer["attention"]]
+        assert [cache.layers[i].keys.shape[1] for i in range(n_attn)] == kv_heads

@@ -247,7 +247,7 @@ def test_recipe_diff_table_lists_differences_with_both_sources(tmp_path):
     assert tokens["official"].startswith("100,000,595,968")
     assert "mtkresearch/Hourglass_LM@1f0ae80 hourglass_lm/pretraining_script/conf/8B/llama32_8b_baseline.yaml:11-12" \
         in tokens["official_source"]
-    assert "seed 000 Table 4" in tokens["paper_source"]
+    assert "arXiv 2602.06471 Table 4" in tokens["paper_source"]
     assert ("hourglass_8B", "lr") not in by  # same in both: listed only with --all
     assert by[("figure4", "fit R^2, hourglass")]["section"] == "derived"
     md = paths[1].read_text()

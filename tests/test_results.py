@@ -310,6 +310,9 @@ def test_artifacts_deterministic_and_complete(exp, plan):
             "hourglass_fig5_decode_latency", "hourglass_fig6_403m_sweep", "hourglass_longctx",
             "tapered_table1_heatmap", "tapered_fig2_blocks"} <= figs
     assert all(a["caption"] and a["category"] for a in a1)
+    # the report's categories name the papers (and their arXiv ids), never a file a reader lacks
+    assert {a["category"] for a in a1 if a["name"].startswith("hourglass")} == {"Hourglass (arXiv 2602.06471)"}
+    assert not any("seed" in a["category"] for a in a1)
     assert all(a["path"].startswith(("results/paper/tables/", "paper_figures/paper/")) for a in a1)
 
 

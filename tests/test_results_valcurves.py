@@ -18,7 +18,7 @@ from shapelm.results.context import Context
 from shapelm.results.readers import HELDOUT_SPLIT, read_metrics_jsonl, val_records
 from shapelm.results.render import write_table
 from shapelm.results.tables import build_table
-from results_fixtures import fabricate
+from results_fixtures import fabricate, fabricated_context
 
 ROOT = Path(__file__).resolve().parents[1]
 LWS_FIGS = ("lws_fig4_val_ppl", "lws_fig5_val_ppl_variants", "lws_fig6_train_ce", "lws_fig7_train_ce_zoom")
@@ -26,18 +26,13 @@ LWS_FIGS = ("lws_fig4_val_ppl", "lws_fig5_val_ppl_variants", "lws_fig6_train_ce"
 
 @pytest.fixture(scope="module")
 def default_ctx(tmp_path_factory):
-    exp = load_experiment(ROOT / "configs" / "default.yaml")
-    base = tmp_path_factory.mktemp("valcurves")
-    fabricate(exp, base / "results", base / "work")
-    return Context(load_plan(exp), base / "results", base / "work")
+    return fabricated_context("default", tmp_path_factory.mktemp("valcurves"))
 
 
 @pytest.fixture(scope="module")
 def paper_ctx(tmp_path_factory):
-    exp = load_experiment(ROOT / "configs" / "paper.yaml")
-    base = tmp_path_factory.mktemp("valcurves_paper")
-    fabricate(exp, base / "results", base / "work", runs=[r for r in exp.runs if r.startswith(("lws", "tp440m"))])
-    return Context(load_plan(exp), base / "results", base / "work")
+    return fabricated_context("paper", tmp_path_factory.mktemp("valcurves_paper"),
+                              runs=lambda exp: [r for r in exp.runs if r.startswith(("lws", "tp440m"))])
 
 
 def rows(ctx: Context, name: str, tmp_path: Path) -> dict[str, dict[str, str]]:
@@ -94,18 +89,30 @@ def test_lws_curve_tables_carry_the_paper_finals(paper_ctx, tmp_path):
 def test_lws_figures_draw_every_run(paper_ctx, name, tmp_path):
     runs = paper_ctx.runs_for_table(name)
     fig = FG.FIGURES[name][0](paper_ctx)
-    lines = [ln for ax in fig.axes for ln in ax.get_lines() if len(ln.get_xdata())]
+    every = [ln for ax in fig.axes for ln in ax.get_lines() if len(ln.get_xdata())]
+    lines = [ln for ln in every if ln.get_marker() != "D"]
+    markers = [ln for ln in every if ln.get_marker() == "D"]  # the paper's printed finals
     panels = 2 if name == "lws_fig5_val_ppl_variants" else 1
     assert len(lines) == panels * len(runs)
     if name in ("lws_fig4_val_ppl", "lws_fig5_val_ppl_variants"):
         assert all(len(ln.get_xdata()) == 10 for ln in lines)  # the 10 fabricated evaluations
+    total = paper_ctx.acc(runs[0])["total_tokens"] / 1e9
+    if "val_ppl" in name:  # Table 3's PPL drawn as markers at the end of training, not only named
+        printed = sorted(FG._lws_paper_final(r).value for r in runs if FG._lws_paper_final(r))
+        assert printed and sorted(m.get_ydata()[0] for m in markers) == sorted(printed * panels)
+        assert all(m.get_xdata()[0] == pytest.approx(total) for m in markers)
+    else:
+        assert not markers
     if name.endswith("_zoom") or name == "lws_fig5_val_ppl_variants":
-        total = paper_ctx.acc(runs[0])["total_tokens"] / 1e9
-        lo, hi = fig.axes[-1].get_xlim()
-        assert hi == pytest.approx(total) and lo > 0.5 * total
-        assert "zoomed" in fig.axes[-1].get_title()
+        ax = fig.axes[1] if name == "lws_fig5_val_ppl_variants" else fig.axes[0]
+        lo, hi = ax.get_xlim()
+        assert total <= hi <= 1.05 * total and lo == pytest.approx(0.7 * total if "fig5" in name else 0.9 * total)
+        assert "zoomed" in ax.get_title()
+        ys = ax.get_ylim()  # the zoomed axis holds the markers it draws
+        assert all(ys[0] <= m.get_ydata()[0] <= ys[1] for m in markers if m.axes is ax)
     labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
-    assert any("paper final" in t for t in labels) == ("val_ppl" in name)  # Table 3's PPL, not a CE
+    assert any("paper's final value" in t for t in labels) == ("val_ppl" in name)
+    assert all(ax.get_legend().get_texts()[0].get_fontsize() >= 7 for ax in fig.axes if ax.get_legend())
     for p in FG.write_figure(paper_ctx, name, tmp_path):
         assert p.stat().st_size > 1000
 

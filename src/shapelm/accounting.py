@@ -1,8 +1,8 @@
 """Analytic parameter, FLOP and KV-cache accounting for any per-layer shape.
 
 Parameters: every weight the built module has (tests assert equality with the built model).
-Training FLOPs per token follow seed 000 Appendix A.8 (Gemstones' `flops_per_token_gqa`), the
-formula that reproduces all 14 printed values (PROTOCOLS.md section 2):
+Training FLOPs per token follow arXiv 2602.06471 Appendix A.8 (Gemstones' `flops_per_token_gqa`), the
+formula that reproduces all 14 printed values (docs/PAPER_NOTES.md protocol 2):
 
   forward, per attention layer: QKV projections 2*d*(q + 2*kv), RoPE 3.5*(q + kv),
     QK^T 1.0*S*q (causal half), softmax 3*S*H, scores x V 2.0*S*q, output projection 2*d*q
@@ -245,7 +245,7 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """The paper's Section 3.2 approximation C_fwd/T = L(8 d a + 2 S a + 6 K d_h d) + 2 d V.
 
     Generalised to per-layer shapes by summing the per-layer terms. Training FLOPs are about
-    3x this; PROTOCOLS.md notes the x3 misses the printed values by 2-9%.
+    3x this; docs/PAPER_NOTES.md (protocol facts) notes the x3 misses the printed values by 2-9%.
     """
     d = cfg.d_model
     total = 2.0 * d * cfg.vocab_size

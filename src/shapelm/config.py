@@ -1,6 +1,6 @@
 """Experiment and run configs: the one way to name a run and resolve what it trains.
 
-An experiment config (`configs/*.yaml`) holds scale recipes (seed 000 Table 4), stage settings
+An experiment config (`configs/*.yaml`) holds scale recipes (arXiv 2602.06471 Table 4), stage settings
 and named runs; each run names its scale, so it inherits that scale's recipe, and gives its
 architecture as a builder spec. `shapelm.plan.runs.resolve_run` turns one run into a
 self-contained *run config* (a plain dict, saved as JSON by the workflow) that every stage consumes:
@@ -63,7 +63,7 @@ def _name_rules() -> dict[str, str]:
 
 @dataclass
 class TrainRecipe:
-    """The pretraining recipe (seed 000 A.1.4, Table 4; OLMo-2 defaults)."""
+    """The pretraining recipe (arXiv 2602.06471 A.1.4, Table 4; OLMo-2 defaults)."""
 
     lr: float = 3e-4
     final_lr_ratio: float = 0.1  # OLMo decays the cosine to 0.1 x peak

@@ -1,6 +1,6 @@
 """Budget solver: find the free widths that land an architecture on a parameter target.
 
-The paper's matching rule (seed 000 Section 4.1): a variant's parameters stay within 0.5% of the
+The paper's matching rule (arXiv 2602.06471 Section 4.1): a variant's parameters stay within 0.5% of the
 baseline's. Given a target and the fixed choices (say L=12, K=4, d_attn=1536 and a d_h/d_model
 ratio near 0.8), the solver
   1. solves the continuous d_model for the requested ratio (when d_model is free),

@@ -2,14 +2,14 @@
 
 
 rule provenance:
+    """What the run's numbers came from (code, data, initial weights, numerics): compared by
+    `shapelm results compare`."""
     input:
         model=lambda w: model_file(w.run),
     output:
         f"{RUN_RESULTS}/provenance.json",
     log:
         f"{LOGS}/runs/{{run}}/provenance.log",
-    """What the run's numbers came from (code, data, initial weights, numerics): compared by
-    `shapelm results compare`."""
     localrule: True
     params:
         run_dir=lambda w: run_dir(w.run),

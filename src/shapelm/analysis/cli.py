@@ -29,5 +29,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA where available)")
     p.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16", "float16"],
                    help="dtype the model runs in")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run a Hugging Face model's own modeling code (config.json's auto_map), as shapelm's "
+                        "exports of non-stock shapes need; without it such a model is refused, never prompted for")
     p.add_argument("--out", required=True, help="results JSON (written atomically)")
     p.set_defaults(func=_novelty)

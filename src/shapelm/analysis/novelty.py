@@ -1,4 +1,4 @@
-"""Layer-wise novelty (Tapered LMs, seed 002 Section 4, Figure 4).
+"""Layer-wise novelty (Tapered LMs, arXiv 2606.23670 Section 4, Figure 4).
 
 For layer l with input h_l, residual after the token mixer z_l and output h_{l+1}:
 
@@ -149,6 +149,8 @@ def hf_taps(model: nn.Module) -> list[LayerTaps]:
         layers = getattr(base, "layers", None)
     if layers is None:
         raise AnalysisError(f"{type(model).__name__}: no transformer.h or model.layers to hook")
+    if all(hasattr(block, "mlps") and hasattr(block, "mlp_norms") for block in layers):
+        return shapelm_taps(base)  # shapelm's own export (remote code): our Block's layout
     taps = []
     for i, block in enumerate(layers):
         if hasattr(block, "post_feedforward_layernorm"):

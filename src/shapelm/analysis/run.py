@@ -47,17 +47,34 @@ def load_shapelm(path: str | os.PathLike, device: str, dtype) -> LoadedModel:
                        max_len=getattr(model.config, "max_seq_len", None))
 
 
-def load_hf(spec: str, device: str, dtype) -> LoadedModel:
-    """A Hugging Face causal LM from a local directory or the local cache only (never the hub)."""
+def _remote_code(spec: str) -> bool:
+    """Whether a local Hugging Face model directory names its own modeling code (auto_map)."""
+    try:
+        return "auto_map" in json.loads((Path(spec) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def load_hf(spec: str, device: str, dtype, trust_remote_code: bool = False) -> LoadedModel:
+    """A Hugging Face causal LM from a local directory or the local cache only (never the hub).
+    Remote code runs only when asked (`trust_remote_code`); it is never prompted for."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     local = Path(spec).is_dir()
+    if local and _remote_code(spec) and not trust_remote_code:
+        raise AnalysisError(f"model {spec}: its config.json names its own modeling code (auto_map), as shapelm's "
+                            "exports of non-stock shapes do; pass --trust-remote-code to run it")
     try:
-        model = AutoModelForCausalLM.from_pretrained(spec, local_files_only=True, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(spec, local_files_only=True, dtype=dtype,
+                                                     trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
+        first = str(err).splitlines()[0]
+        if "trust_remote_code" in str(err):
+            raise AnalysisError(f"model {spec!r}: it is remote code; pass --trust-remote-code to run it: "
+                                f"{first}") from err
         where = f"directory {spec}" if local else f"the local Hugging Face cache ({_hub_cache()})"
         raise AnalysisError(f"model {spec!r}: not loadable from {where} (offline: nothing is downloaded; "
-                            f"put it there first): {str(err).splitlines()[0]}") from err
+                            f"put it there first): {first}") from err
     model.to(device).eval()
     try:
         tok = AutoTokenizer.from_pretrained(spec, local_files_only=True)
@@ -75,18 +92,18 @@ def _hub_cache() -> str:
     return str(constants.HF_HUB_CACHE)
 
 
-def load_any(spec: str, device: str, dtype) -> LoadedModel:
+def load_any(spec: str, device: str, dtype, trust_remote_code: bool = False) -> LoadedModel:
     p = Path(spec)
     if p.exists():
         if _is_shapelm_checkpoint(p):
             return load_shapelm(p, device, dtype)
         if (p / "config.json").is_file():
-            return load_hf(str(p), device, dtype)
+            return load_hf(str(p), device, dtype, trust_remote_code)
         raise AnalysisError(f"{p}: neither a shapelm checkpoint (run dir or weights dir) nor a Hugging Face "
                             "model directory (config.json)")
     if spec.startswith((".", "/")) or spec.count("/") > 1:
         raise AnalysisError(f"{spec}: no such checkpoint directory")
-    return load_hf(spec, device, dtype)
+    return load_hf(spec, device, dtype, trust_remote_code)
 
 
 def _tokenizer(spec: str | None):
@@ -155,7 +172,7 @@ def token_stream(m: LoadedModel, text: str, n_tokens: int, tokenizer: str | None
 
 def run_novelty(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: int = 1024,
                 tokenizer: str | None = None, text_tokenizer: str | None = None, device: str = "auto",
-                dtype: str = "float32") -> dict[str, Any]:
+                dtype: str = "float32", trust_remote_code: bool = False) -> dict[str, Any]:
     from shapelm.evaluation.loading import resolve_device, resolve_dtype
 
     dev = resolve_device(device)
@@ -165,7 +182,7 @@ def run_novelty(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: 
         raise AnalysisError(str(err)) from err
     if n_tokens < 1 or seq_len < 1:
         raise AnalysisError(f"--tokens and --seq-len must be positive (got {n_tokens}, {seq_len})")
-    m = load_any(model, dev, dt)
+    m = load_any(model, dev, dt, trust_remote_code)
     if m.max_len and seq_len > m.max_len:
         log.info("seq_len %d > %s's context %d: using %d", seq_len, m.name, m.max_len, m.max_len)
         seq_len = m.max_len
@@ -184,7 +201,7 @@ def write_json(path: str | os.PathLike, obj: dict) -> Path:
 def novelty_cli(args) -> int:
     result = run_novelty(args.model, args.text, n_tokens=args.tokens, seq_len=args.seq_len,
                          tokenizer=args.tokenizer, text_tokenizer=args.text_tokenizer, device=args.device,
-                         dtype=args.dtype)
+                         dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     write_json(args.out, result)
     fmt = lambda v: "n/a" if v is None else f"{v:+.3f}"  # noqa: E731
     print(f"{result['model']}: {result['n_layers']} layers, {result['n_tokens']} tokens; Pearson r with layer "

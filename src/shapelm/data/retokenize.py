@@ -1,6 +1,6 @@
 """Re-tokenizing a token directory: the same fixed-order text in another tokenizer's ids.
 
-Tapered (seed 002) trains with a 32K vocabulary and LWS (seed 003) with GPT-NeoX-OLMo's 50K
+Tapered (arXiv 2606.23670) trains with a 32K vocabulary and LWS (arXiv 2509.06518) with GPT-NeoX-OLMo's 50K
 one, while the OLMo-2 stage-1 slices are dolma2 ids. :func:`retokenize` turns a scale's slice
 (or a validation set) into a token directory of the target tokenizer:
 

@@ -1,4 +1,4 @@
-"""KV-cache decode path and the decode-latency benchmark (seed 000 4.7, B.1; docs/DECODE.md)."""
+"""KV-cache decode path and the decode-latency benchmark (arXiv 2602.06471 4.7, B.1; docs/DECODE.md)."""
 
 from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention, MLAShape

@@ -1,4 +1,4 @@
-"""Single-token decode latency against a cache built directly at the target length (seed 000 B.1).
+"""Single-token decode latency against a cache built directly at the target length (arXiv 2602.06471 B.1).
 
 For each arm (a `ModelConfig`), mixer and context length S:
 - a `StaticKVCache` is allocated for exactly S tokens and filled with random keys/values (or, with

@@ -53,7 +53,7 @@ def add_commands(subparsers, run_configs: RunConfigs | None = None) -> None:
         bench_sub = next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction))
     p = bench_sub.add_parser(
         "decode",
-        help="one-token decode latency and KV bytes, arm A vs arm B (seed 000 4.7, Table 12, Figure 5)",
+        help="one-token decode latency and KV bytes, arm A vs arm B (arXiv 2602.06471 4.7, Table 12, Figure 5)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

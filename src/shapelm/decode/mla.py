@@ -2,7 +2,7 @@
 
 Per token the layer caches only a compressed latent c_KV (r_KV numbers, after an RMSNorm) and one
 rotary key k_rope (d_rope numbers) shared by all heads: r_KV + d_rope numbers per token per layer,
-i.e. a grouping factor g = 2 d_attn / (r_KV + d_rope) (seed 000 Table 12: 3072 / 288 = 10.67).
+i.e. a grouping factor g = 2 d_attn / (r_KV + d_rope) (arXiv 2602.06471 Table 12: 3072 / 288 = 10.67).
 
     q_h      = [q_nope_h ; RoPE(q_rope_h)]            from W_q x       (head_dim + d_rope per head)
     c, k_r   = RMSNorm(W_dkv x)[:r_KV], RoPE(W_dkv x)[r_KV:]

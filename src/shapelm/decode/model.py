@@ -6,7 +6,7 @@
 
 MHA and GQA use the model's own `Attention` (a `Transformer` of the mixer's config); MLA swaps
 every attention module for `MLAAttention` of the same n_heads/head_dim. `predicted_kv_bytes`
-is Eq. 8 of seed 000, M_KV = 2 beta L S d_attn / g, summed over attention layers.
+is Eq. 8 of arXiv 2602.06471, M_KV = 2 beta L S d_attn / g, summed over attention layers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Architecture specs for the decode benchmark: named presets, inline specs, files, run configs.
 
 A SPEC is one of
-- a preset name: `906m_conv`, `906m_hg`, `3b_conv`, `3b_hg`, `8b_conv`, `8b_hg` (seed 000 Table 2
+- a preset name: `906m_conv`, `906m_hg`, `3b_conv`, `3b_hg`, `8b_conv`, `8b_hg` (arXiv 2602.06471 Table 2
   shapes, as in `reference/paper_values.yaml`), `cpu_conv`, `cpu_hg` (the scaled-down CPU pair);
 - an inline builder spec, JSON or YAML: '{"kind": "hourglass", "d_model": 384, ...}';
 - a file: a builder spec (has `kind`), a resolved run config (has `model`), or a
@@ -23,7 +23,7 @@ from shapelm.model.builders import build_model_config
 from shapelm.model.config import ModelConfig
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # seed 000 Table 2 / Table 12 (906M: d_attn 1536 in both arms, 16 heads)
+    # arXiv 2602.06471 Table 2 / Table 12 (906M: d_attn 1536 in both arms, 16 heads)
     "906m_conv": {"kind": "conventional", "d_model": 1536, "n_layers": 24, "d_h": 6144, "n_heads": 16},
     "906m_hg": {"kind": "hourglass", "d_model": 2496, "n_layers": 12, "k": 4, "d_h": 2016, "d_attn": 1536,
                 "n_heads": 16},

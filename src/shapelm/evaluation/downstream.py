@@ -43,17 +43,18 @@ def _primary(spec, vals: dict) -> tuple[str, str]:
     return first, "ppl"
 
 
-def flatten_results(results: dict, task_names: list[str]) -> dict:
-    """lm-eval's ``results`` -> {"metrics": {task: primary}, "details": ..., averages}."""
+def flatten_results(results: dict, task_names: list[str], lm_names: list[str] | None = None) -> dict:
+    """lm-eval's ``results`` -> {"metrics": {task: primary}, "details": ..., averages};
+    ``lm_names``: the names lm-eval ran the tasks under (``piqa_standin``), in the same order."""
     per_task = results.get("results", {})
     details: dict[str, dict] = {}
     metrics: dict[str, float] = {}
     kinds: dict[str, str] = {}
-    for name in task_names:
+    for name, lm_name in zip(task_names, lm_names or [spec_for(n).lm_eval_name for n in task_names]):
         spec = spec_for(name)
-        raw = per_task.get(spec.lm_eval_name)
+        raw = per_task.get(lm_name)
         if raw is None:
-            raise EvalError(f"lm-eval returned no result for task {spec.lm_eval_name}")
+            raise EvalError(f"lm-eval returned no result for task {lm_name}")
         vals = {}
         for key, value in raw.items():
             metric, _, filt = key.partition(",")
@@ -65,8 +66,8 @@ def flatten_results(results: dict, task_names: list[str]) -> dict:
         primary, kinds[name] = _primary(spec, vals)
         if primary not in vals:
             raise EvalError(f"task {name}: metric {primary} missing from lm-eval output {sorted(vals)}")
-        n = results.get("n-samples", {}).get(spec.lm_eval_name, {})
-        details[name] = {"primary": primary, "kind": kinds[name], "lm_eval_task": spec.lm_eval_name,
+        n = results.get("n-samples", {}).get(lm_name, {})
+        details[name] = {"primary": primary, "kind": kinds[name], "lm_eval_task": lm_name,
                          "n": n.get("effective"), **vals}
         metrics[name] = vals[primary]
         if name == "lambada" and "perplexity" in vals:
@@ -138,7 +139,7 @@ def run_downstream(
     finally:
         if tmp is not None:
             tmp.cleanup()
-    flat = flatten_results(results, names)
+    flat = flatten_results(results, names, lm_names)
     flat["seconds"] = round(time.time() - t0, 3)
     return flat, results
 

@@ -161,7 +161,7 @@ def remote_config(cfg: ModelConfig, eos_id: int | None = None) -> dict:
         "norm_placement": cfg.norm_placement,
         "initializer_range": cfg.init_std,
         "tie_word_embeddings": False,
-        "use_cache": False,
+        "use_cache": not cfg.has_recurrent_state,  # Titans / Hope: a state the KV cache does not hold
         "eos_token_id": eos_id,
         "pad_token_id": eos_id,
         "dtype": "float32",
@@ -215,7 +215,7 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, tokeniz
         save_file(tensors, str(tmp), metadata={"format": "pt", "producer": "shapelm export-hf"})
     gen = {"do_sample": False, "eos_token_id": eos_id, "pad_token_id": eos_id}
     if arch == "ShapelmForCausalLM":
-        gen["use_cache"] = False
+        gen["use_cache"] = config["use_cache"]
     files.write_json(out / "generation_config.json", gen)
     info = {"architecture": arch, "kind": kind, "checkpoint": str(checkpoint),
             "shapelm_config": cfg.to_dict(), "tokenizer": tokenizer}

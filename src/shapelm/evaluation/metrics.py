@@ -1,10 +1,10 @@
 """The papers' evaluation metrics, as plain functions with hand-checkable definitions.
 
-Held-out perplexity (PROTOCOLS.md section 6): per set, token-weighted mean cross-entropy over
+Held-out perplexity (docs/PAPER_NOTES.md protocol 6): per set, token-weighted mean cross-entropy over
 fixed-length instances and PPL = exp(mean); the paper aggregates several sets as the mean of
 the losses and the *arithmetic* mean of the PPLs (exp(mean loss) is reported beside them).
 
-Downstream (OLMo's olmo/eval/downstream.py, PROTOCOLS.md section 7): multiple-choice ``acc`` and
+Downstream (OLMo's olmo/eval/downstream.py, docs/PAPER_NOTES.md protocol 7): multiple-choice ``acc`` and
 ``len_norm`` are lm-eval's own ``acc`` and ``acc_norm`` (lm-eval 0.4.x divides by the characters
 of the choice without the delimiter, as OLMo does), so only OLMo's ``ce_loss`` is defined here:
 -(log-likelihood of " answer") / characters of the answer (no leading space), averaged over

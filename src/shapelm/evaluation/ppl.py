@@ -1,4 +1,4 @@
-"""Held-out perplexity (PROTOCOLS.md section 6): `shapelm eval ppl`.
+"""Held-out perplexity (docs/PAPER_NOTES.md protocol 6): `shapelm eval ppl`.
 
 Each held-out set is a token directory read through `TokenStore`; it is cut into fixed-length,
 non-overlapping instances of ``seq_len`` tokens (the remainder dropped), each scored as

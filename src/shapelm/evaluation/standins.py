@@ -21,8 +21,7 @@ from typing import Callable
 
 from shapelm.errors import EvalError
 from shapelm.evaluation.examples import make_examples
-
-SUFFIX = ".standin.jsonl"
+from shapelm.evaluation.tasks import STANDIN_FILE as SUFFIX
 LETTERS = "ABCDE"
 _WORD = re.compile(r"[A-Za-z]{4,}")
 _TRAILING = re.compile(r"[^\w]+$")

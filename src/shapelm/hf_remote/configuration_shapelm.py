@@ -41,7 +41,7 @@ class ShapelmConfig(PretrainedConfig):
         attn = [layer.get("attention") for layer in self.layers if layer.get("attention")]
         self.num_attention_heads = attn[0]["n_heads"] if attn else 1
         self.num_key_value_heads = attn[0]["n_kv_heads"] if attn else 1
-        kwargs.setdefault("use_cache", False)
+        kwargs.setdefault("use_cache", True)  # the export says False for recurrent models
         super().__init__(
             bos_token_id=bos_token_id,
             eos_token_id=eos_token_id,

@@ -4,9 +4,12 @@ The same computation as `shapelm.model.transformer` (per-layer attention shape, 
 SwiGLU sub-MLPs per layer, pre or reordered RMSNorm, optional QK-norm over full q/k widths,
 RoPE with optional YaRN, gated attention, Titans (MAC, MAG, MAL), Hope-attention's fast-weight CMS levels),
 written self-contained. Parameter names are shapelm's under ``model.``, so the export is a rename.
-No KV cache: `use_cache` is off and generation recomputes the prefix (correct, slower); an
-attention mask handles right or left padding, except in Titans and Hope-attention models, whose
-memories would learn the left padding (refused).
+A KV cache (transformers' `DynamicCache`: keys and values per attention layer, in the layer's own
+KV heads and head width) makes `generate` decode one token per step; its tokens are the ones
+generation without the cache gives. Titans and Hope-attention models carry a recurrent state the
+cache does not hold: they take no cache and recompute the prefix (correct, slower). An attention
+mask handles right or left padding, except in Titans and Hope-attention models, whose memories
+would learn the left padding (refused).
 """
 
 from __future__ import annotations
@@ -87,8 +90,9 @@ class Attention(nn.Module):
         if gate is not None:
             self.gate_proj = nn.Linear(d, d_attn if gate == "elementwise" else self.n_heads, bias=False)
 
-    def project(self, x, cos, sin):
-        """q, k, v [B, H, S, hd] (k, v repeated to the query heads), normed and rotated."""
+    def project(self, x, cos, sin, cache=None, cache_idx=None):
+        """q, k, v [B, H, S, hd] (k, v repeated to the query heads), normed and rotated; with a
+        cache, k and v are the cached keys and values before x's, then x's (appended to it)."""
         b, s, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if self.q_norm is not None:
@@ -97,6 +101,8 @@ class Attention(nn.Module):
         k = k.view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if cache is not None:
+            k, v = cache.update(k, v, cache_idx)
         return (q, *self.repeat_kv(k, v))
 
     def repeat_kv(self, k, v):
@@ -116,9 +122,9 @@ class Attention(nn.Module):
         pk, pv = self.repeat_kv(pk, pv)
         return pk.to(dtype), pv.to(dtype)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, cache=None, cache_idx=None):
         b, s, _ = x.shape
-        q, k, v = self.project(x, cos, sin)
+        q, k, v = self.project(x, cos, sin, cache, cache_idx)
         if self.window is not None:  # sliding window (Titans): 0 <= i - j < window
             rel = torch.arange(s, device=x.device)[:, None] - torch.arange(s, device=x.device)
             band = ((rel >= 0) & (rel < self.window))[None, None]
@@ -128,8 +134,8 @@ class Attention(nn.Module):
             k, v = torch.cat([pk, k], 2), torch.cat([pv, v], 2)
             mask = mask.expand(b, 1, s, s)
             mask = torch.cat([torch.ones(b, 1, s, pk.shape[2], dtype=torch.bool, device=x.device), mask], -1)
-        if mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1)
+        if mask is None:  # no padding, no past (with a past, the mask is explicit unless s == 1)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1 and k.shape[2] == s)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         out = out.transpose(1, 2)
@@ -369,15 +375,16 @@ class Block(nn.Module):
         self.mlps = nn.ModuleList(_ffn(d, layer, j) for j in range(len(layer.get("ffn_widths", []))))
         self.mlp_norms = nn.ModuleList(RMSNorm(d, eps) for _ in layer.get("ffn_widths", []))
 
-    def forward(self, x, rope, mask):
+    def forward(self, x, rope, mask, cache=None, cache_idx=None):
         if self.attn is not None:
             cos, sin = rope[self.attn.head_dim]
+            kv = {} if self.titans else {"cache": cache, "cache_idx": cache_idx}
             if self.titans and self.attn.variant == "mal":
                 x = self.attn.residual(x, self.attn_norm, self.reordered, cos, sin, mask)
             elif self.reordered:
-                x = x + self.attn_norm(self.attn(x, cos, sin, mask))
+                x = x + self.attn_norm(self.attn(x, cos, sin, mask, **kv))
             else:
-                x = x + self.attn(self.attn_norm(x), cos, sin, mask)
+                x = x + self.attn(self.attn_norm(x), cos, sin, mask, **kv)
         for norm, mlp in zip(self.mlp_norms, self.mlps):
             x = x + (norm(mlp(x)) if self.reordered else mlp(norm(x)))
         return x
@@ -412,21 +419,36 @@ class ShapelmModel(ShapelmPreTrainedModel):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_init()
 
+    @property
+    def recurrent(self):
+        """Titans' or Hope-attention's state, which a KV cache does not hold."""
+        return any(block.titans or any(isinstance(m, CMSLevel) for m in block.mlps) for block in self.layers)
+
     def get_input_embeddings(self):
         return self.embed_tokens
 
     def set_input_embeddings(self, value):
         self.embed_tokens = value
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None):
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None):
+        """`cache`: a transformers Cache holding the keys and values of the tokens before
+        input_ids (`attention_mask` then covers those tokens and input_ids)."""
         x = self.embed_tokens(input_ids)
         b, s = input_ids.shape
+        if cache is not None and self.recurrent:
+            raise ValueError("Titans and Hope-attention layers keep a recurrent state: no KV cache (use_cache=False)")
+        past = 0
+        if cache is not None:
+            past = attention_mask.shape[1] - s if attention_mask is not None else cache.get_seq_length()
         mask = None
         if position_ids is None:
             if attention_mask is not None and not bool(attention_mask.all()):
-                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -s:]
             else:
-                position_ids = torch.arange(s, device=x.device)[None].expand(b, s)
+                position_ids = (torch.arange(s, device=x.device) + past)[None].expand(b, s)
+        if past and s > 1 and (attention_mask is None or bool(attention_mask.all())):
+            # new tokens after cached ones: causal with the queries at the end
+            mask = torch.ones(s, past + s, dtype=torch.bool, device=x.device).tril(past)[None, None]
         if attention_mask is not None and not bool(attention_mask.all()):
             if any(block.titans for block in self.layers) and bool((attention_mask.diff(dim=-1) > 0).any()):
                 raise ValueError("Titans memory would learn the left padding: pad on the right")
@@ -434,11 +456,13 @@ class ShapelmModel(ShapelmPreTrainedModel):
                 (attention_mask.long().diff(dim=-1) > 0).any()
             ):  # left padding would be written into the fast weights and shift the chunks
                 raise ValueError("Hope-attention (CMS) layers need right padding, not left padding")
-            causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+            causal = torch.ones(s, past + s, dtype=torch.bool, device=x.device).tril(past)
             keep = attention_mask.bool()[:, None, None, :]
             mask = causal[None, None] & keep
-            mask = mask | torch.eye(s, dtype=torch.bool, device=x.device)[None, None]  # no empty rows
+            diagonal = torch.arange(past + s, device=x.device) == past + torch.arange(s, device=x.device)[:, None]
+            mask = mask | diagonal[None, None]  # no empty rows
         rope = {}
+        cache_idx = 0  # the cache's layers are the attention layers, in order
         for block in self.layers:
             if block.attn is not None and block.attn.head_dim not in rope:
                 inv, factor = rope_inv_freq(block.attn.head_dim, self.config.rope_theta,
@@ -446,7 +470,8 @@ class ShapelmModel(ShapelmPreTrainedModel):
                 freqs = position_ids.to(torch.float32)[..., None] * inv.to(x.device)
                 emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [b, 1, s, head_dim]
                 rope[block.attn.head_dim] = ((emb.cos() * factor).to(x.dtype), (emb.sin() * factor).to(x.dtype))
-            x = block(x, rope, mask)
+            x = block(x, rope, mask, cache, cache_idx)
+            cache_idx += block.attn is not None
         return self.norm(x)
 
 
@@ -469,11 +494,27 @@ class ShapelmForCausalLM(ShapelmPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, cache=None, past_key_values=None,
+                                      next_sequence_length=None, use_cache=None, **kwargs):
+        """The tokens the cache does not hold yet (all of them without a cache)."""
+        cache = cache if cache is not None else past_key_values
+        if cache is None or use_cache is False or self.model.recurrent:
+            return {"input_ids": input_ids, "attention_mask": attention_mask}
+        if next_sequence_length is None:
+            next_sequence_length = input_ids.shape[1] - cache.get_seq_length()
+        return {"input_ids": input_ids[:, -next_sequence_length:], "attention_mask": attention_mask,
+                "cache": cache, "use_cache": True}
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, labels=None, **kwargs):
-        h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, labels=None, cache=None,
+                past_key_values=None, use_cache=None, **kwargs):
+        cache = cache if cache is not None else past_key_values
+        if cache is None and use_cache and not self.model.recurrent:
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+        if self.model.recurrent:
+            cache = None
+        h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache)
         logits = self.lm_head(h)
         loss = None
         if labels is not None:
@@ -481,6 +522,9 @@ class ShapelmForCausalLM(ShapelmPreTrainedModel, GenerationMixin):
                 logits[:, :-1].float().reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
                 ignore_index=-100,
             )
-        return CausalLMOutputWithPast(loss=loss, logits=logits)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits)
+        if cache is not None:  # transformers >= 5.x names it `cache`, before that `past_key_values`
+            out["cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"] = cache
+        return out
 
 

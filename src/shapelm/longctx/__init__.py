@@ -1,4 +1,4 @@
-"""Long-context extension and evaluation (seed 000 section 4.6; PROTOCOLS.md section 9).
+"""Long-context extension and evaluation (arXiv 2602.06471 section 4.6; docs/PAPER_NOTES.md protocol 9).
 
 * :mod:`~shapelm.longctx.finetune`: YaRN context-extension finetuning (Peng et al. recipe),
   FSDP over one process per GPU, resumable, preemptible, vocabulary-chunked loss, per-block

@@ -1,4 +1,4 @@
-"""YaRN context-extension finetuning (Peng et al. 2023; PROTOCOLS.md section 9).
+"""YaRN context-extension finetuning (Peng et al. 2023; docs/PAPER_NOTES.md protocol 9).
 
 Recipe (defaults): s = 16 for 4096 -> 65,536; 400 steps; AdamW beta 0.9/0.95, eps 1e-8, no
 weight decay; lr 2e-5 with 20 linear warm-up steps; global batch 64 segments of 65,536 tokens

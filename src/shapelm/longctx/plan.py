@@ -1,7 +1,7 @@
 """The long-context stage at plan time: its settings with defaults, and `check_longctx`.
 
 `longctx_settings(exp)` is the experiment's `longctx:` section with the paper's defaults filled in
-(Peng et al.'s finetune, seed 000's evaluation); `run_lengths(exp, run)` the per-run context
+(Peng et al.'s finetune, arXiv 2602.06471's evaluation); `run_lengths(exp, run)` the per-run context
 lengths (YaRN's original length L0 is the run's pretraining `train.seq_len` unless
 `longctx.original_length` says otherwise). The workflow rules and the checks read the same values.
 
@@ -18,7 +18,7 @@ from shapelm.config import Experiment, section_defaults
 from shapelm.longctx.inputs import INPUT_SPLITS
 from shapelm.longctx.sources import input_problem
 
-#: The paper's settings (PROTOCOLS.md section 9), kept as the schema's `default:` values of the
+#: The paper's settings (docs/PAPER_NOTES.md protocol 9), kept as the schema's `default:` values of the
 #: `longctx:` section (the loader fills them in; the section overrides them).
 DEFAULTS: dict[str, Any] = section_defaults("longctx")
 

@@ -1,4 +1,4 @@
-"""Proof-pile perplexity at several context lengths (YaRN paper protocol, PROTOCOLS.md 9).
+"""Proof-pile perplexity at several context lengths (YaRN paper protocol, docs/PAPER_NOTES.md protocol 9).
 
 Documents of at least ``min_tokens`` tokens (default 131,072) from the test split, the first
 ``num_docs`` (10); for every evaluated length L each document is truncated to its first L tokens

@@ -37,7 +37,7 @@ from shapelm.model.config import ModelConfig
 
 @dataclass(frozen=True)
 class MLASpec:
-    """Multi-head latent attention cache geometry (seed 000 Table 12: r_KV 256, d_rope 32)."""
+    """Multi-head latent attention cache geometry (arXiv 2602.06471 Table 12: r_KV 256, d_rope 32)."""
 
     r_kv: int = 256
     d_rope: int = 32

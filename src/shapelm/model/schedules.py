@@ -70,7 +70,7 @@ def _exact_multiple(value: float, multiple: int, key: str, name: Namer, what: st
 
 
 # --------------------------------------------------------------------------------------------
-# Tapered (seed 002, Section 2.3; PROTOCOLS.md section 3)
+# Tapered (arXiv 2606.23670, Section 2.3; docs/PAPER_NOTES.md protocol 3)
 # --------------------------------------------------------------------------------------------
 
 
@@ -194,7 +194,7 @@ TAPERED_KEYS = (
 
 @register("tapered", TAPERED_KEYS)
 def tapered(spec: Spec) -> list[LayerShape]:
-    """MLP width tapered across depth (seed 002); attention identical in every layer."""
+    """MLP width tapered across depth (arXiv 2606.23670); attention identical in every layer."""
     attn = attention_shape(spec)
     widths = tapered_widths(
         d_ff=spec.int("d_ff"),
@@ -211,7 +211,7 @@ def tapered(spec: Spec) -> list[LayerShape]:
 
 
 # --------------------------------------------------------------------------------------------
-# Three-block allocations (seed 002, Figure 2)
+# Three-block allocations (arXiv 2606.23670, Figure 2)
 # --------------------------------------------------------------------------------------------
 
 
@@ -267,7 +267,7 @@ def block_widths(
 
 @register("blocks", ("d_model", "n_layers", "d_ff", "ratios", "multiple", *ATTENTION_KEYS))
 def blocks(spec: Spec) -> list[LayerShape]:
-    """Piecewise-constant MLP widths over contiguous blocks (seed 002, Figure 2)."""
+    """Piecewise-constant MLP widths over contiguous blocks (arXiv 2606.23670, Figure 2)."""
     attn = attention_shape(spec)
     widths = block_widths(
         d_ff=spec.int("d_ff"),
@@ -280,7 +280,7 @@ def blocks(spec: Spec) -> list[LayerShape]:
 
 
 # --------------------------------------------------------------------------------------------
-# Layer-wise scaling (OpenELM; seed 003)
+# Layer-wise scaling (OpenELM; arXiv 2509.06518)
 # --------------------------------------------------------------------------------------------
 
 

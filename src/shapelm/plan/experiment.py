@@ -98,7 +98,7 @@ def check_contexts(exp: Experiment) -> list[str]:
     window beyond it is full attention, a chunk that does not divide it leaves a partial last
     update, a CMS period beyond it never updates within a sequence). Perplexity may be scored
     beyond a model's training context on purpose: the protocol scores every model on 4096-token
-    instances, the 113M ones trained on 2048 (PROTOCOLS.md section 6); ppl.py says so in its log.
+    instances, the 113M ones trained on 2048 (docs/PAPER_NOTES.md protocol 6); ppl.py says so in its log.
     So eval.ppl_seq_len is not checked against model.max_seq_len either: max_seq_len defaults to
     train.seq_len and is no hard limit (no position table; RoPE angles are computed for every
     position the input has), so a longer instance is scored, by extrapolation, as intended."""

@@ -615,7 +615,7 @@ def _derived_checks() -> tuple[Check, ...]:
     for run in ("hg906m_sweep_r0p6_l12", "hg906m_sweep_r0p6_l16"):
         C.formula(t, run, "layer_fraction", _shape(t, run)["n_layers"] / 24, "L / 24")
 
-    # Seed 001 (v1 summary): relative and percentage-point changes
+    # Hourglass v1 (arXiv 2602.06471v1 summary): relative and percentage-point changes
     t = "hourglass_v1_summary"
     for r in table(t):
         v = r["values"]

@@ -34,14 +34,14 @@ __all__ = ["build_results", "artifacts", "write_captions", "CLAIMS_NAME"]
 
 def _category(name: str) -> str:
     if name.startswith("tapered"):
-        return "Tapered LMs (seed 002)"
+        return "Tapered LMs (arXiv 2606.23670)"
     if name.startswith("lws"):
-        return "Layer-wise scaling (seed 003)"
+        return "Layer-wise scaling (arXiv 2509.06518)"
     if name == CLAIMS_NAME:
         return "Derived claims"
     if name in ("paired_differences", "scaling_fits", "equal_budget"):
         return "Beyond the papers"
-    return "Hourglass (seed 000)"
+    return "Hourglass (arXiv 2602.06471)"
 
 
 def _table_caption(name: str) -> str:

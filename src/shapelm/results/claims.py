@@ -1,6 +1,6 @@
 """The papers' derived claims, recomputed from the paper's printed values and from ours.
 
-Figure 4 (seed 000 Section 4.5): per architecture a least-squares fit Acc = a + b log10 C over the
+Figure 4 (arXiv 2602.06471 Section 4.5): per architecture a least-squares fit Acc = a + b log10 C over the
 (total training compute, average accuracy) points, its R^2, and the matched-accuracy compute
 saving. The paper does not say at which accuracy the saving is read off; here it is evaluated at
 the mean accuracy of all fitted points: saving = 1 - C_hg(A) / C_conv(A) with
@@ -181,7 +181,7 @@ def derived_claims(ctx: Context) -> list[Claim]:
         add(Claim(f"kv_reduction_{s}", f"{S}: KV-cache reduction 1 - L_hg/L_conv (equal d_attn)", "Section 1",
                   p_kv.text if p_kv else F.NOT_IN_SEED,
                   1 - shape["l_hg"] / shape["l_conv"] if shape else None, kv, "pct_plain", kind="shape",
-                  note=("Printed 35.3% but 1 - 18/28 = 35.7% (PAPER_NOTES seed 000 item 1)." if s == "3b" else "")))
+                  note=("Printed 35.3% but 1 - 18/28 = 35.7% (PAPER_NOTES arXiv 2602.06471 item 1)." if s == "3b" else "")))
         p_sp = _printed("hourglass_decode_text", row, "speedup_64k")
         t2 = _printed("hourglass_table2", hname, "decode_latency_64k")
         add(Claim(f"decode_speedup_64k_{s}", f"{S}: token-decode speedup at 64k (MHA)", "Section 1",
@@ -369,7 +369,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
         return cell.ours if cell else None
 
     out: list[Claim] = []
-    # ---- Tapered (seed 002): Table 2, every backbone x scale pair, cosine 1.5/0.5 vs uniform
+    # ---- Tapered (arXiv 2606.23670): Table 2, every backbone x scale pair, cosine 1.5/0.5 vs uniform
     pairs = [(n, n.replace("_uniform", "_cosine_1p5_0p5")) for n in ctx.runs_for_table("tapered_table2")
              if n.endswith("_uniform") and n.replace("_uniform", "_cosine_1p5_0p5") in ctx.plan.runs]
     t2 = "tapered_table2"
@@ -399,7 +399,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
     out.append(verdict("tapered_cosine_u_shape", "Tapered Table 1: cosine PPL is U-shaped over the ratios, "
                        "lowest at 1.5/0.5 and rising on either side", "Section 3.2 ('a clean U-shape')", "U-shape",
                        [_less(cos[1], cos[0]), _less(cos[2], cos[1]), _less(cos[2], cos[3]), _less(cos[3], cos[4])]))
-    # ---- Hourglass (seed 000)
+    # ---- Hourglass (arXiv 2602.06471)
     t = "hourglass_table1"
     hg_rows = [n for n in ctx.runs_for_table(t) if ctx.acc(n)["kind"] == "hourglass"]
     out.append(verdict("hourglass_table1_lower", "Hourglass Table 1: every hourglass K row has lower Val Loss and "
@@ -452,7 +452,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
             lc_checks.append(_less(conv, hg))
     out.append(verdict("hourglass_longctx_every_length", "Hourglass 8B after YaRN: lower Proof-pile PPL and higher "
                        "RULER than the conventional 8B at every length", "Section 4.6", "every length", lc_checks))
-    # ---- LWS (seed 003, via the review): Table 3 on the in-distribution split
+    # ---- LWS (arXiv 2509.06518, via the review): Table 3 on the in-distribution split
     t = "lws_table3"
     variants = [f"lws_{v}_18l" for v in ("vanilla", "framed", "reverse", "crown")]
     v18 = {v: ours(t, v, "val_ppl") for v in variants}

@@ -19,7 +19,7 @@ from shapelm.results import readers, seeds
 # configured lengths here would change the columns of the tables built before any file exists.
 DECODE_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
 LONGCTX_LENGTHS = [4096, 8192, 16384, 32768, 65536]
-# MLA setting of seed 000 B.1 (and of shapelm.decode.bench's defaults).
+# MLA setting of arXiv 2602.06471 B.1 (and of shapelm.decode.bench's defaults).
 MLA_R_KV, MLA_D_ROPE = 256, 32
 
 

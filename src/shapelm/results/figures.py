@@ -31,6 +31,12 @@ def _pending(ax, text: str, y: float = 0.5) -> None:
     ax.text(0.5, y, text, transform=ax.transAxes, **PENDING_STYLE)
 
 
+def _no_value_axis(ax, axis: str = "y") -> None:
+    """A placeholder panel's value axis has no scale yet: no 0-1 ticks that read as data."""
+    getattr(ax, f"set_{axis}ticks")([])
+    getattr(ax, f"set_{axis}ticklabels")([])
+
+
 def _no_runs(ax, ctx: Context, what: str) -> None:
     """A panel this experiment configures no run for: say so, draw no axes that would mean data."""
     _pending(ax, f"no runs configured for {what}\nin experiment '{ctx.plan.name}'")
@@ -65,7 +71,7 @@ def _label(ctx: Context, run: str) -> str:
     return ctx.plan.runs[run].get("label", run) if run in ctx.plan.runs else run
 
 
-# --------------------------------------------------------------------------- seed 000
+# --------------------------------------------------------------------------- arXiv 2602.06471
 
 
 def fig2_frozen_head(ctx: Context) -> plt.Figure:
@@ -166,6 +172,19 @@ def fig3_906m_sweep(ctx: Context) -> plt.Figure:
     return fig
 
 
+#: Chance accuracy of each multiple-choice task shapelm runs: 1 / its choices (make-tasks'
+#: held-out items have 4); LAMBADA's word accuracy has no chance level worth a line.
+CHANCE = {"arc_easy": 1 / 4, "arc_challenge": 1 / 4, "hellaswag": 1 / 4, "piqa": 1 / 2, "sciq": 1 / 4,
+          "commonsense_qa": 1 / 5, "winogrande": 1 / 2, "boolq": 1 / 2, "social_iqa": 1 / 3, "heldout_mc": 1 / 4}
+
+
+def chance_level(tasks: list[str]) -> float | None:
+    """The Avg Acc of guessing over `tasks` (the mean of their chance levels), None if one has none."""
+    if not tasks or any(t not in CHANCE for t in tasks):
+        return None
+    return sum(CHANCE[t] for t in tasks) / len(tasks)
+
+
 def _our_acc_tasks(ctx: Context, runs: list[str]) -> list[str]:
     """The tasks our Avg Acc averages (from downstream.json), in first-seen order."""
     tasks: dict[str, None] = {}
@@ -230,6 +249,9 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
         ax2.set_xlim(min(our_c) / 3, max(our_c) * 3)  # a decade or so: readable ticks, no minor labels
         ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax2.set_ylim(0, 1)
+        chance = chance_level(tasks)
+        if chance is not None:  # tiny runs sit at it: the line says so
+            ax2.axhline(chance, color="#777777", ls=":", lw=1.0, label=f"chance: {chance:.3f} (1/choices, mean over tasks)")
         ax2.set_ylabel(f"Avg Acc over {', '.join(tasks) or 'our tasks'}", fontsize=8)
         ax2.legend(fontsize=7, loc="lower right")  # the points sit high on the 0-1 axis
         if ofits[2] is not None:
@@ -237,13 +259,14 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
                      transform=ax2.transAxes, ha="right", va="top", fontsize=7)
         if banded:
             ax2.text(0.98, 0.91, "shaded, [ ]: 95% bootstrap of the points' evaluation noise (lm-eval stderr)",
-                     transform=ax2.transAxes, ha="right", va="top", fontsize=6)
+                     transform=ax2.transAxes, ha="right", va="top", fontsize=7)
     else:
         _pending(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
                  else "ours: no runs configured")
-        ax2.set_yticks([])
+        _no_value_axis(ax2, "x")  # no compute or accuracy scale before there is a point
+        _no_value_axis(ax2, "y")
     ax2.set_xlabel("total training compute C (FLOPs)")
-    ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1", fontsize=10)
+    ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1" if our_runs else "ours", fontsize=10)
     ax2.grid(alpha=0.3, which="both")
     fig.suptitle("Hourglass Figure 4: accuracy vs training compute", fontsize=11)
     fig.tight_layout()
@@ -271,6 +294,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
     if not pairs:
         _no_runs(ax, ctx, "Figure 5 (no run marked decode: true)")
         return fig
+    top = 1.1  # the axis reaches every point drawn (a tiny pair's ratio can exceed 1)
     for i, (scale, (conv, hg)) in enumerate(pairs):
         col = SCALE_COLORS[i % len(SCALE_COLORS)]
         name = ctx.plan.runs[conv]["scale"]
@@ -282,6 +306,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
                 ys.append(1 / s)
         if xs:
             have = True
+            top = max(top, 1.08 * max(ys))
             ax.plot(xs, ys, "o-", color=col,
                     label=f"ours {name} (MHA){_scaled_note(ctx, 'hourglass_fig5_decode_latency', [conv, hg])}")
         asym = ctx.acc(hg)["n_attn_layers"] / ctx.acc(conv)["n_attn_layers"]
@@ -302,7 +327,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks))
     ax.set_xticklabels([F.length_label(L) for L in sorted(ticks)])
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, top)
     ax.set_xlabel("context length (tokens, cache built at this length)")
     ax.set_ylabel("decode latency, hourglass / conventional")
     ax.legend(fontsize=7, loc="lower left", ncol=2)
@@ -377,8 +402,13 @@ def longctx(ctx: Context) -> plt.Figure:
             if scores and not any(scores):
                 _pending(ax, "every run scores 0 at every length\n(the lines lie on top of each other)", y=0.5)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths)
-        ax.set_xticklabels([F.length_label(L) for L in lengths])
+        if lengths:  # one octave per tick, evenly spaced, whether or not a point is drawn yet
+            ax.set_xlim(lengths[0] / 1.4, lengths[-1] * 1.4)
+            ax.set_xticks(lengths)
+            ax.set_xticklabels([F.length_label(L) for L in lengths])
+            ax.minorticks_off()
+        if not have[i] and i == 0:
+            _no_value_axis(ax)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
@@ -392,7 +422,7 @@ def longctx(ctx: Context) -> plt.Figure:
     return fig
 
 
-# --------------------------------------------------------------------------- seed 002
+# --------------------------------------------------------------------------- arXiv 2606.23670
 
 SCHEDULES = ("linear", "cosine", "sigmoid")
 RATIOS = ("1p25_0p75", "1p375_0p625", "1p5_0p5", "1p625_0p375", "1p75_0p25")
@@ -426,8 +456,18 @@ def _heatmap_runs(ctx: Context) -> tuple[dict[tuple[str, str], str], str]:
     return cells, uniform
 
 
+def _text_colour(rgba) -> str:
+    """Black or white, whichever reads on a cell of this colour (WCAG relative luminance)."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(c) for c in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+
+
 def tapered_heatmap(ctx: Context) -> plt.Figure:
-    fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
+    # one panel per row: a column-width figure keeps its cells and their numbers readable
+    fig, axes = plt.subplots(3, 1, figsize=(8, 9))
     our_cells, our_uniform = _heatmap_runs(ctx)
     uniform_p = R.printed("tapered_table1", "tp440m_uniform", "val_ppl").value
     ours = {1: _indist_ppl, 2: _sets_ppl}  # the paper's quantity first, the held-out sets beside it
@@ -461,7 +501,7 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                 txt = ("n/a" if k == 0 else "not\nconfigured" if (i, j) in unconfigured
                        else ctx.missing(mine).replace(" at ", "\nat ")) if math.isnan(v) else f"{v:.2f}"
                 ax.text(j, i, txt, ha="center", va="center", fontsize=8,
-                        color="white" if not math.isnan(v) else "#777777")
+                        color=_text_colour(im.cmap(im.norm(v))) if not math.isnan(v) else "#777777")
         ax.set_xticks(range(len(RATIOS)))
         ax.set_xticklabels([r.replace("p", ".").replace("_", "/") for r in RATIOS], fontsize=8)
         ax.set_yticks(range(len(SCHEDULES)))
@@ -474,7 +514,7 @@ def tapered_heatmap(ctx: Context) -> plt.Figure:
                      f"{who}: validation PPL (uniform: {missing})", fontsize=9)
         if finite:
             fig.colorbar(im, ax=ax, label="validation PPL")
-    fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better); the paper "
+    fig.suptitle("Tapered Table 1: schedule x width-ratio sweep at 440M (lower is better);\nthe paper "
                  "reports in-distribution validation PPL (a held-out split of the training data)",
                  fontsize=10)
     fig.tight_layout()
@@ -517,7 +557,7 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
     return fig
 
 
-# ------------------------------------------------- seed 002 Section 4 and the static shape figures
+# ------------------------------------------------- arXiv 2606.23670 Section 4 and the static shape figures
 
 
 def _novelty_results(ctx: Context) -> list[tuple[str, dict, bool]]:
@@ -568,7 +608,7 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
         ax.set_ylabel("mean cosine over tokens")
         ax.grid(alpha=0.3)
         if results:
-            ax.legend(fontsize=6, loc="best")
+            ax.legend(fontsize=7, loc="best")
     ax = axes[2]
     ax.set_title("Pearson r with layer index (layers 1..L-2)\nhatched: the paper's printed range (GPT-2 family)",
                  fontsize=9)
@@ -634,7 +674,7 @@ def tapered_fig3_schedules(ctx: Context) -> plt.Figure:
     ax.text(0.99, 0.97, f"start/end {start:g}/{end:g}, L = {n_layers}, sigmoid k = {k:g}\n"
             f"every schedule sums to L·d_ff (matched parameters)", transform=ax.transAxes, ha="right",
             va="top", fontsize=7)
-    ax.legend(fontsize=6.5, loc="lower left")
+    ax.legend(fontsize=7, loc="lower left")
     ax.grid(alpha=0.3)
     return fig
 
@@ -671,11 +711,11 @@ def lws_fig3_profiles(ctx: Context) -> plt.Figure:
     return fig
 
 
-# --------------------------------------------------------------------------- seed 003: curves
+# --------------------------------------------------------------------------- arXiv 2509.06518: curves
 
 LWS_COLORS = {"baseline": "black", "vanilla": "#1f77b4", "framed": "#d62728", "reverse": "#2ca02c",
               "crown": "#9467bd"}
-#: The zoomed panels show the last this fraction of training (seed 003 does not state its ranges:
+#: The zoomed panels show the last this fraction of training (arXiv 2509.06518 does not state its ranges:
 #: the review asks for them; "Zoomed in 10" of Figure 7's caption read as the last 10%).
 LWS_VAL_ZOOM, LWS_CE_ZOOM = 0.3, 0.1
 VAL_PENDING = "pending: no evaluations in metrics.jsonl yet (train.eval_every)"
@@ -687,15 +727,17 @@ def _lws_style(ctx: Context, run: str) -> dict:
                 ls="-" if ctx.acc(run)["n_layers"] >= 18 else "--")
 
 
-def _lws_label(ctx: Context, run: str, paper: bool = True) -> str:
+def _lws_label(ctx: Context, run: str) -> str:
     a = ctx.acc(run)
-    text = f"{_label(ctx, run)} ({a['n_layers']}L, {a['total_params'] / 1e6:.1f}M)"
-    if paper:
-        try:
-            text += f"; paper final {R.printed('lws_table3', run, 'val_ppl').text}"
-        except KeyError:
-            pass
-    return text
+    return f"{_label(ctx, run)} ({a['n_layers']}L, {a['total_params'] / 1e6:.1f}M)"
+
+
+def _lws_paper_final(run: str):
+    """The paper's printed final validation PPL of a run (LWS Table 3), or None."""
+    try:
+        return R.printed("lws_table3", run, "val_ppl")
+    except KeyError:
+        return None
 
 
 #: Units training tokens are drawn in: the largest the run's total reaches (a tiny run's 246K
@@ -741,38 +783,59 @@ def _seed_band(ctx: Context, run: str, get) -> tuple[list[float], list[float], l
 
 
 def _curve_panel(ctx: Context, ax, runs: list[str], get, zoom: float | None, ylabel: str,
-                 pending: str, paper: bool = True) -> bool:
+                 pending: str, paper: bool = True, scaled: bool = False) -> bool:
     """Every run's curve on one axis (tokens in the unit the total reads best in); `zoom`: only
-    the last fraction."""
+    the last fraction. `paper`: the paper's printed final value of each run drawn as a hollow
+    marker at the end of training (LWS Table 3), not only named; for `scaled` (scaled-down) runs
+    on an axis of its own at the right, since a tiny run's perplexity is another quantity."""
+    pax = ax.twinx() if paper and scaled and any(_lws_paper_final(r) for r in runs) else ax
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
     div, unit, _ = _token_unit(total)
     curves = []
+    finals = []  # (x, y) of the paper's markers, which the zoomed axis keeps in view
     for run in runs:
-        c = get(run)
         style = _lws_style(ctx, run)
+        printed = _lws_paper_final(run) if paper else None
+        if printed is not None:
+            finals.append(([total], [printed.value]))
+            pax.plot([total / div], [printed.value], marker="D", ms=6, mfc="none", mew=1.3, ls="none",
+                     color=style["color"], zorder=5)
+            pax.annotate(printed.text, (total / div, printed.value), xytext=(6 + 28 * (len(finals) % 2 == 0), 0),
+                         textcoords="offset points",
+                        va="center", fontsize=7, color=style["color"])
+        c = get(run)
         if not c:
-            ax.plot([], [], **style, label=f"{_lws_label(ctx, run, paper)} ({ctx.missing(run)})")
+            ax.plot([], [], **style, label=f"{_lws_label(ctx, run)} ({ctx.missing(run)})")
             continue
         curves.append(c)
         band = _seed_band(ctx, run, get)
-        label = _lws_label(ctx, run, paper)
+        label = _lws_label(ctx, run)
         if band:
             xs, lo, hi, n = band
             ax.fill_between([x / div for x in xs], lo, hi, color=style.get("color"), alpha=0.2, lw=0)
             label += f"; band: min-max of {n} seeds"
         ax.plot([x / div for x in c[0]], c[1], lw=1.2, marker="." if len(c[0]) < 60 else None,
                 ms=3, **style, label=label)
+    if finals:
+        ax.plot([], [], marker="D", mfc="none", mew=1.3, ls="none", color="#555555",
+                label="paper's final value (printed, LWS Table 3)" + (", right axis" if pax is not ax else ""))
+        if pax is not ax:
+            pax.set_ylabel("paper's final PPL (its own scale)", fontsize=8)
+    start = (1 - zoom) * total if zoom else 0.0  # the range the panel's title names
+    end = total + (total - start) * (0.12 if finals else 0.0)  # room for the markers' values
     if not curves:
         _pending(ax, pending)
-        ax.set_xlim(0, total / div)
-        ax.set_yticks([])
+        ax.set_xlim(start / div, end / div)
+        if not finals or pax is not ax:
+            _no_value_axis(ax)
     elif zoom:
-        _zoom_limits(ax, curves, (1 - zoom) * total, total, div)
+        _zoom_limits(ax, curves + (finals if pax is ax else []), start, total, div)
+        ax.set_xlim(start / div, end / div)
     ax.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    if runs:
-        ax.legend(fontsize=6, loc="upper right")
+    if runs:  # below the axes: never over a curve
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     return bool(curves)
 
 
@@ -783,15 +846,15 @@ def _val_getter(ctx: Context):
 def lws_fig4_val_ppl(ctx: Context) -> plt.Figure:
     table = "lws_fig4_val_ppl"
     runs = ctx.runs_for_table(table)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     for ax, depth in zip(axes, (12, 18)):
         mine = [r for r in runs if ctx.acc(r)["n_layers"] == depth]
         ax.set_title(f"{depth} layers", fontsize=10)
         if not mine:
             _no_runs(ax, ctx, f"{depth} layers")
             continue
-        _curve_panel(ctx, ax, mine, _val_getter(ctx), None,
-                     "validation PPL (in-distribution split)", VAL_PENDING)
+        _curve_panel(ctx, ax, mine, _val_getter(ctx), None, "validation PPL (in-distribution split)",
+                     VAL_PENDING, scaled=bool(_scaled_note(ctx, table, mine)))
     fig.suptitle("LWS Figure 4: validation perplexity, LWS vs isotropic baseline" + _scaled_note(ctx, table, runs)
                  + "\nheld-out split of the training stream, as the paper's 10M-token held-out set",
                  fontsize=9)
@@ -802,7 +865,7 @@ def lws_fig4_val_ppl(ctx: Context) -> plt.Figure:
 def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
     table = "lws_fig5_val_ppl_variants"
     runs = ctx.runs_for_table(table)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
     for ax, zoom in zip(axes, (None, LWS_VAL_ZOOM)):
         ax.set_title("all of training" if not zoom else
@@ -812,7 +875,7 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
             _no_runs(ax, ctx, "LWS Figure 5")
             continue
         _curve_panel(ctx, ax, runs, _val_getter(ctx), zoom, "validation PPL (in-distribution split)",
-                     VAL_PENDING)
+                     VAL_PENDING, scaled=bool(_scaled_note(ctx, table, runs)))
     fig.suptitle("LWS Figure 5: validation perplexity of every variant" + _scaled_note(ctx, table, runs)
                  + "\npaper: all variants close, below the 18L baseline; Framed bumps late in training",
                  fontsize=9)
@@ -822,7 +885,7 @@ def lws_fig5_val_ppl_variants(ctx: Context) -> plt.Figure:
 
 def _train_ce_figure(ctx: Context, table: str, zoom: float | None, title: str) -> plt.Figure:
     runs = ctx.runs_for_table(table)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 6))
     total = max((ctx.acc(r)["total_tokens"] for r in runs), default=0)
     rng = (f" (zoomed: {_tokens_text((1 - zoom) * total, total)} to {_tokens_text(total, total)} tokens)"
            if zoom and runs else "")
@@ -855,7 +918,7 @@ FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
                                       "asymptotes, hollow markers the paper's 64k values (Table 2)."),
     "hourglass_fig6_403m_sweep": (fig6_403m_sweep, "Figure 6: 403M validation PPL vs d_h/d_model at (K, L) = (4, 12) "
                                   "and (4, 24); dashed: the conventional 403M baseline."),
-    "hourglass_longctx": (longctx, "Long context (seed 000 Section 4.6 / Table 3): Proof-pile PPL and RULER vs "
+    "hourglass_longctx": (longctx, "Long context (arXiv 2602.06471 Section 4.6 / Table 3): Proof-pile PPL and RULER vs "
                           "context length for the 8B pair after YaRN."),
     "tapered_table1_heatmap": (tapered_heatmap, "Tapered Table 1 as a heatmap: schedule x start/end width ratio, "
                                "paper (only 3 of 15 cells quoted in the prose) beside ours."),

@@ -350,31 +350,58 @@ def scaling_table(ctx) -> PlainTable:
     return PlainTable("scaling_fits", TITLE, COLUMNS, rows, notes)
 
 
+def _family_label(ctx, pts: list[dict]) -> str:
+    """A family as a reader knows it: its shape and the scales of its runs (not hg_hg)."""
+    runs = [str(p["run"]) for p in pts]
+    arch = ctx.plan.runs[runs[0]].get("arch", {})
+    kind = " ".join(str(w) for w in (arch.get("kind") or ctx.acc(runs[0]).get("kind", ""), arch.get("schedule"),
+                                      arch.get("mixer"), arch.get("variant")) if w)
+    scales = [str(ctx.plan.runs[r].get("scale", r)) for r in runs]
+    if len(set(scales)) < len(scales):  # one scale name for several sizes (the tiny default): their sizes
+        scales = [f"{ctx.acc(r)['total_params'] / 1e6:.3g}M" for r in runs]
+    return f"{kind or runs[0]} at {', '.join(scales)}"
+
+
 def scaling_figure(ctx):
     import matplotlib.pyplot as plt
 
     points, fits = compute_fits(ctx)
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    shown = False
+    fig, ax = plt.subplots(figsize=(7, 6))
+    shown = fitted = banded = False
+    labels: dict[str, str] = {}
+    for fam, pts in points.items():
+        if pts:
+            label = _family_label(ctx, pts)
+            labels[fam] = label if label not in labels.values() else f"{label} ({fam})"
     for fam, pts in points.items():
         if not pts:
             continue
         c = np.array([p["C"] for p in pts])
-        line = ax.plot(c, [p["L"] for p in pts], "o", label=fam)[0]
-        shown = True
         fit = fits[fam]
+        note = "" if isinstance(fit, PowerLawFit) else f" ({len(pts)} points: no fit)"
+        line = ax.plot(c, [p["L"] for p in pts], "o", label=labels[fam] + note)[0]
+        shown = True
         if isinstance(fit, PowerLawFit):
+            fitted = True
             xs = np.logspace(math.log10(c.min()) - 0.3, math.log10(c.max()) + 0.3, 100)
-            ax.plot(xs, fit.predict(xs), "-", color=line.get_color())
+            ax.plot(xs, fit.predict(xs), "-", color=line.get_color(), label="fit L = E + A/C^alpha")
             if fit.draws.size:
+                banded = True
                 band = np.array([_draw_fit(fit, d).predict(xs) for d in fit.draws])
-                ax.fill_between(xs, *np.percentile(band, [2.5, 97.5], axis=0), color=line.get_color(), alpha=0.2)
+                ax.fill_between(xs, *np.percentile(band, [2.5, 97.5], axis=0), color=line.get_color(), alpha=0.2,
+                                label="95% bootstrap band")
     if not shown:
         ax.text(0.5, 0.5, "pending: no family has finished runs", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xscale("log")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        ax.set_xscale("log")
     ax.set_xlabel("training compute C (FLOPs)")
     ax.set_ylabel("held-out loss")
-    ax.set_title("Loss vs compute per shape family (fit and 95% band where >= 5 points)", fontsize=9)
-    if shown:
-        ax.legend(fontsize=7)
+    drawn = ("fit (line) and 95% bootstrap band (shaded)" if banded else "fit (line); too few points for a band"
+             if fitted else f"points only: a fit needs >= {min_points(1)} points per family")
+    ax.set_title(f"Loss vs compute per shape family: {drawn}", fontsize=9)
+    if shown:  # below the axes: never over the points
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)
+    fig.tight_layout()
     return fig

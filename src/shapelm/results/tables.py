@@ -37,7 +37,7 @@ from shapelm.results.seeds import Spread, spread
 # ----------------------------------------------------------------------------- documented gaps
 
 _T2_ATTN = ("Table 2 attention column: conventional cells count the attention-side RMSNorm weights, "
-            "hourglass cells do not; ours is the bare matrix count (PAPER_NOTES seed 000 item 3).")
+            "hourglass cells do not; ours is the bare matrix count (PAPER_NOTES arXiv 2602.06471 item 3).")
 _T4_BATCH = ("Table 4 'Batch Tokens (K)' counts sequences at this scale, not K tokens: this experiment uses "
              "{seqs} sequences of {seq} (PAPER_NOTES 'Table 4 batch size against the FLOPs').")
 _T4_SMALL = ("Table 5's 403M FLOPs fit only S = 2048 and 524,288 tokens per step (256 x 2048), 113M's "
@@ -46,9 +46,9 @@ _T4_SMALL = ("Table 5's 403M FLOPs fit only S = 2048 and 524,288 tokens per step
 _ROUNDED_DELTA = ("The paper's FLOPs deltas are ratios of its rounded printed FLOPs (e.g. 3.26/3.34 - 1 = "
                   "-2.40%); ours is the ratio of the exact accounting values.")
 _KV_3B = ("The intro prints 35.3%, but equal d_attn in both arms gives 1 - 18/28 = 35.7% "
-          "(PAPER_NOTES seed 000 item 1).")
+          "(PAPER_NOTES arXiv 2602.06471 item 1).")
 _FROZEN_HG = ("The printed 'Hourglass 403M' shape counts 535.6M non-embedding parameters, not 403M "
-              "(PAPER_NOTES seed 000 item 2); it is trained as printed.")
+              "(PAPER_NOTES arXiv 2602.06471 item 2); it is trained as printed.")
 
 # (table, row, column) -> why ours may differ from the printed value. Tests assert that every
 # accounting mismatch of configs/paper.yaml is listed here.
@@ -62,7 +62,7 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], str] = {
         *(("hourglass_table5", r, "flops_delta") for r in ("hg403m_conv_r3", "hg403m_conv_r2", "hg403m_conv_r1p5")))},
     ("lws_table3", "lws_baseline_12l", "params"): (
         "'180M' is the review's round figure (caption: '~180M'); OpenELM counting with untied 50304 "
-        "embeddings gives 181.1M (PAPER_NOTES seed 003 'Parameter accounting')."),
+        "embeddings gives 181.1M (PAPER_NOTES arXiv 2509.06518 'Parameter accounting')."),
     ("hourglass_fig3_906m_sweep", "hg906m_sweep_r0p9", "flops_saving"): (
         "The sweep shapes are not printed (this experiment solves them at the 906M budget, PAPER_NOTES 'Missing "
         "from the seed text'); the text's '~3%' is approximate."),
@@ -427,7 +427,7 @@ TABLE_TITLES = {
 # Tables in paper_values.yaml that this project does not regenerate (and why).
 NOT_REGENERATED = {
     "hourglass_text_claims": "folded into derived_claims",
-    "hourglass_v1_summary": "informational only (seed 001, a different setup)",
+    "hourglass_v1_summary": "informational only (arXiv 2602.06471v1, a different setup)",
     "tapered_sec4_novelty": "its printed r ranges are drawn in the tapered_fig4_novelty figure",
 }
 # Tables without rows in paper_values.yaml that the project regenerates anyway.
@@ -1086,7 +1086,7 @@ def indist_mean(ctx: Context, run: str) -> float | None:
 
 
 def _tapered_indist(ctx: Context, name: str) -> tuple[list[Col], list[RowRef]]:
-    """Seed 002 selects schedules on in-distribution validation PPL (a held-out split of the
+    """Tapered (arXiv 2606.23670) selects schedules on in-distribution validation PPL (a held-out split of the
     training data): its column reads our split; the four held-out sets' PPL stands beside it."""
     cols, rows = _standard_table(ctx, name)
     for c in cols:

@@ -150,3 +150,14 @@ def nq_target(doc):
 
 process_triviaqa = _make_ce(triviaqa_answer)
 process_nq = _make_ce(nq_answer)
+
+
+def local_dataset(data_files, **_metadata):
+    """A task's local data (lm-eval's ``custom_dataset``): files named relative to this file's
+    directory, where shapelm writes the task YAMLs beside it, so the folder can move."""
+    import os
+
+    import datasets
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return datasets.load_dataset("json", data_files={split: os.path.join(here, f) for split, f in data_files.items()})
