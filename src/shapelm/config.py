@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -408,16 +409,35 @@ def _validator_class():
         type_checker=base.TYPE_CHECKER.redefine("integer", is_integer))
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _scalar_problem(value: Any) -> str | None:
+    """Why a config scalar cannot be taken: a NaN or infinity (JSON Schema bounds compare false
+    with NaN, and `.inf` passes any exclusiveMinimum), or a string with a control character (a
+    newline in a value would add its own lines to the task YAMLs, shell lines and JSON files
+    written from the config)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if isinstance(value, str) and CONTROL.search(value):
+        return f"{value[:60]!r} holds a control character (a newline, tab, escape...); config strings are one line"
+    return None
+
+
 def non_finite(data: Any, path: str = "") -> list[str]:
-    """`key.path: value is not a finite number` for every NaN or infinity in `data` (JSON Schema
-    bounds compare false with NaN, and `.inf` passes any exclusiveMinimum)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return [f"{path or '(top level)'}: {data!r} is not a finite number"]
+    """`key.path: why` for every NaN, infinity or control character in a value or key of `data`."""
+    where = path or "(top level)"
     if isinstance(data, dict):
-        return [m for k, v in data.items() for m in non_finite(v, f"{path}.{k}" if path else str(k))]
+        out = []
+        for k, v in data.items():
+            key = f"{path}.{k}" if path else str(k)
+            problem = _scalar_problem(k)
+            out += [f"{key!r}: key {problem}"] if problem else non_finite(v, key)
+        return out
     if isinstance(data, (list, tuple)):
         return [m for i, v in enumerate(data) for m in non_finite(v, f"{path}.{i}" if path else str(i))]
-    return []
+    problem = _scalar_problem(data)
+    return [f"{where}: {problem}"] if problem else []
 
 
 def validate_schema(data: dict[str, Any], where: str = "config") -> None:

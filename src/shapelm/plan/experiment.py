@@ -28,7 +28,7 @@ from shapelm.config import (
 from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_slug
 from shapelm.errors import EvalError
 from shapelm.evaluation.standins import standin_tasks
-from shapelm.evaluation.tasks import expand_task_names
+from shapelm.evaluation.tasks import expand_task_names, task_source_problem
 from shapelm.plan.runs import resolve_run
 
 
@@ -84,6 +84,10 @@ def check_runs(exp: Experiment) -> list[str]:
                     check(section[field])
                 except EvalError as err:
                     errors.append(f"{key}.{field}: {err}")
+        for task, source in (section.get("task_data") or {}).items():
+            problem = task_source_problem(source)
+            if problem:
+                errors.append(f"{key}.task_data.{task}: {problem}")
     return errors
 
 
