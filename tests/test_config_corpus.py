@@ -526,7 +526,31 @@ for label, payload in {"quote": 'a"b', "jinja": "{{x}}", "stmt": "{%x%}"}.items(
     case(f"r3-task-name-{label}", edit("eval.tasks", [payload]), "eval.tasks")
     case(f"r3-standin-name-{label}", edit("eval.standin_tasks", [payload]), "eval.standin_tasks")
     case(f"r3-run-scale-{label}", edit(f"runs.{RUN}.scale", payload), f"runs.{RUN}.scale")
+# a job would end in a traceback: refused at load instead
+case("r3-validation_sets-empty", edit("data.validation_sets", []), "data.validation_sets")
+case("r3-scale-validation_sets-empty", edit("scales.tiny.data.validation_sets", []), "scales.tiny.data.validation_sets")
 ROUND3_CASES = CASES[ROUND3_FIRST:]
+
+# config files no reader can take: one line naming the file, never a traceback
+UNREADABLE = {
+    "json-nested-100000": (lambda p: p.with_suffix(".json").write_text("[" * 100000 + "]" * 100000), "nested too deeply"),
+    "json-nested-500": (lambda p: p.with_suffix(".json").write_text('{"a": ' + "[" * 500 + "]" * 500 + "}"),
+                        "nested too deeply"),
+    "yaml-nested-500": (lambda p: p.write_text("a: " + "[" * 500 + "]" * 500 + "\n"), "nested too deeply"),
+    "latin-1": (lambda p: p.write_bytes(DEFAULT_TEXT.encode() + b"description: caf\xe9\n"), "not UTF-8"),
+    "json-latin-1": (lambda p: p.with_suffix(".json").write_bytes(b'{"name": "caf\xe9"}'), "not UTF-8"),
+    "directory": (lambda p: p.mkdir(), "cannot read the config"),
+}
+
+
+@pytest.mark.parametrize(("make", "message"), [pytest.param(m, k, id=i) for i, (m, k) in UNREADABLE.items()])
+def test_unreadable_config_file_is_one_line(tmp_path, make, message):
+    path = tmp_path / "bad.yaml"
+    make(path)
+    path = next(tmp_path.iterdir())
+    with pytest.raises(ConfigError) as info:
+        load_experiment(path)
+    assert message in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
 
 
 def refused(config) -> ConfigError:

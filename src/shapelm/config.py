@@ -333,18 +333,46 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); a config is a YAML or JSON file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config: {err.strerror or err}") from None
     if path.suffix == ".json":
         # JSON through the JSON parser: YAML 1.1 reads "1e-08" (no dot) as a string.
         try:
-            data = json.loads(path.read_text(), object_pairs_hook=_no_duplicate_json_keys(path))
+            data = json.loads(text, object_pairs_hook=_no_duplicate_json_keys(path))
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON: {err}") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid JSON: nested too deeply") from None
     else:
-        data = parse_yaml(path.read_text(), str(path))
+        data = parse_yaml(text, str(path))
+    if nesting_depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"{path}: nested too deeply (more than {MAX_CONFIG_DEPTH} levels)")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     refuse_templates(data, str(path))
     return data
+
+
+MAX_CONFIG_DEPTH = 64  # the schema's deepest key is a few levels down
+
+
+def nesting_depth(data: Any, limit: int = MAX_CONFIG_DEPTH + 1) -> int:
+    """How deeply `data` nests mappings and lists, counted up to `limit` (iterative: no recursion)."""
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest >= limit:
+            return deepest
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, (list, tuple)):
+            stack += [(v, depth + 1) for v in node]
+    return deepest
 
 
 def _no_duplicate_json_keys(path: Path):
