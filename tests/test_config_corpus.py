@@ -529,6 +529,9 @@ for label, payload in {"quote": 'a"b', "jinja": "{{x}}", "stmt": "{%x%}"}.items(
 # a job would end in a traceback: refused at load instead
 case("r3-validation_sets-empty", edit("data.validation_sets", []), "data.validation_sets")
 case("r3-scale-validation_sets-empty", edit("scales.tiny.data.validation_sets", []), "scales.tiny.data.validation_sets")
+# accepted wrong: a key that does nothing, a length no paper scores
+case("r3-recipe_waive-without-official", edit("recipe_waive", ["tie_embeddings"]), "recipe_waive")
+case("r3-ppl_seq_len-million", edit("eval.ppl_seq_len", 1048576), "eval.ppl_seq_len")
 ROUND3_CASES = CASES[ROUND3_FIRST:]
 
 # config files no reader can take: one line naming the file, never a traceback
