@@ -488,6 +488,74 @@ TEXT_CASES.update(NEW_TEXT_CASES)
 assert len(NEW_CASES) + len(NEW_TEXT_CASES) >= 100, len(NEW_CASES) + len(NEW_TEXT_CASES)
 
 
+# -- round three: no config string reaches a generated file (task YAML, shell line, JSON, path)
+# with a line break or other control character; task data is a local file or a hub id; names
+# are full-matched. Each string a job writes into a file, with each payload.
+ROUND3_FIRST = len(CASES)
+CONTROL_PAYLOADS = {
+    "newline-jinja": 'x\ndoc_to_text: "{{ cycler.__init__.__globals__.os.system(\'touch X\') }}"',
+    "newline-stmt": "x\n{% for c in [].__class__.__base__.__subclasses__() %}{% endfor %}",
+    "cr": "x\rinclude: /etc/passwd", "tab": "x\ty", "nul": "x\x00y", "escape": "x\x1b[2Jy",
+    "line-separator": "x\u2028y", "del": "x\x7fy",
+}
+STRING_VALUES = {  # key -> what a job writes it into
+    "eval.task_data.piqa": "task YAML", f"runs.{RUN}.eval.task_data.arc_easy": "task YAML",
+    "description": "plan JSON", f"runs.{RUN}.label": "plan JSON and tables",
+    "data.tokenizer": "shell line", "data.olmo.root": "shell line", "data.olmo.tokenizer": "shell line",
+    "longctx.proofpile": "shell line", "longctx.essays": "shell line", "longctx.pg19": "shell line",
+    "rehearsal.url": "JSON",
+}
+for key in STRING_VALUES:
+    for label, payload in CONTROL_PAYLOADS.items():
+        case(f"r3-{key}-{label}", edit(key, payload), key)
+# a control character in a name (a key) is named too
+for label in ("newline-jinja", "tab", "nul"):
+    case(f"r3-task_data-key-{label}", edit("eval.task_data", {CONTROL_PAYLOADS[label]: "allenai/piqa"}), "eval.task_data")
+# quotes and templates without a line break: task data is a local file or a hub id, nothing else
+TEMPLATE_PAYLOADS = {"quote": 'allenai/piqa"x', "single-quote": "allenai/piqa'x", "jinja-expr": "{{ 7 * 7 }}",
+                     "jinja-stmt": "{% if true %}x{% endif %}", "yaml-flow": "a: {b: c}", "shell": "org/x;touch X",
+                     "space": "allenai/piqa x", "three-parts": "a/b/c", "missing-file": "/nonexistent/piqa.jsonl",
+                     "missing-relative": "./nope.json"}
+for key in ("eval.task_data.piqa", f"runs.{RUN}.eval.task_data.arc_easy"):
+    for label, payload in TEMPLATE_PAYLOADS.items():
+        case(f"r3-{key}-{label}", edit(key, payload), key)
+# names: quotes and templates in every kind of name are refused by the full-match pattern
+for label, payload in {"quote": 'a"b', "jinja": "{{x}}", "stmt": "{%x%}"}.items():
+    case(f"r3-table-name-{label}", edit(f"runs.{RUN}.tables", [payload]), f"runs.{RUN}.tables")
+    case(f"r3-valset-name-{label}", edit("data.validation_sets", [payload]), "data.validation_sets")
+    case(f"r3-task-name-{label}", edit("eval.tasks", [payload]), "eval.tasks")
+    case(f"r3-standin-name-{label}", edit("eval.standin_tasks", [payload]), "eval.standin_tasks")
+    case(f"r3-run-scale-{label}", edit(f"runs.{RUN}.scale", payload), f"runs.{RUN}.scale")
+# a job would end in a traceback: refused at load instead
+case("r3-validation_sets-empty", edit("data.validation_sets", []), "data.validation_sets")
+case("r3-scale-validation_sets-empty", edit("scales.tiny.data.validation_sets", []), "scales.tiny.data.validation_sets")
+# accepted wrong: a key that does nothing, a length no paper scores
+case("r3-recipe_waive-without-official", edit("recipe_waive", ["tie_embeddings"]), "recipe_waive")
+case("r3-ppl_seq_len-million", edit("eval.ppl_seq_len", 1048576), "eval.ppl_seq_len")
+ROUND3_CASES = CASES[ROUND3_FIRST:]
+
+# config files no reader can take: one line naming the file, never a traceback
+UNREADABLE = {
+    "json-nested-100000": (lambda p: p.with_suffix(".json").write_text("[" * 100000 + "]" * 100000), "nested too deeply"),
+    "json-nested-500": (lambda p: p.with_suffix(".json").write_text('{"a": ' + "[" * 500 + "]" * 500 + "}"),
+                        "nested too deeply"),
+    "yaml-nested-500": (lambda p: p.write_text("a: " + "[" * 500 + "]" * 500 + "\n"), "nested too deeply"),
+    "latin-1": (lambda p: p.write_bytes(DEFAULT_TEXT.encode() + b"description: caf\xe9\n"), "not UTF-8"),
+    "json-latin-1": (lambda p: p.with_suffix(".json").write_bytes(b'{"name": "caf\xe9"}'), "not UTF-8"),
+    "directory": (lambda p: p.mkdir(), "cannot read the config"),
+}
+
+
+@pytest.mark.parametrize(("make", "message"), [pytest.param(m, k, id=i) for i, (m, k) in UNREADABLE.items()])
+def test_unreadable_config_file_is_one_line(tmp_path, make, message):
+    path = tmp_path / "bad.yaml"
+    make(path)
+    path = next(tmp_path.iterdir())
+    with pytest.raises(ConfigError) as info:
+        load_experiment(path)
+    assert message in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
+
+
 def refused(config) -> ConfigError:
     """The error loading and planning `config` raises (an unexpected exception fails the test:
     it would reach the user as a traceback)."""
@@ -564,6 +632,9 @@ VALID = {
                                        edit("scales.tiny.train.warmup_tokens", 245760)),
     "decode-peer-length": edit("decode.peer_length", 1024),
     "results-empty": edit("results", {}),
+    "task_data-hub-id": edit("eval.task_data.piqa", "allenai/ai2_arc:ARC-Easy@test"),
+    "task_data-local-file": edit("eval.task_data.piqa", str(ROOT / "tests" / "pins" / "run_pins.json")),
+    "label-with-quotes-and-braces": edit(f"runs.{RUN}.label", 'Hourglass "k=5" {{ not a template }}'),
     "dashed-names": edits(edit("name", "tiny-demo_2"), rename("scales.tiny", "tiny-cpu")),
     "task-set-and-task": edit(f"runs.{RUN}.eval", {"tasks": ["heldout_mc", "shapelm_heldout_ce"]}),
 }
@@ -611,6 +682,9 @@ SNAKEMAKE_CASES = {
     "injection-in-corpus-vocab": (edit("data.default_corpus.vocab_size", "2048 --help; touch X; exit 1 #"),
                                   "data.default_corpus.vocab_size"),
     "valset-escapes-output-tree": (edit("data.validation_sets", ["../../../../../../victim"]), "data.validation_sets"),
+    # a line break in task data would add a Jinja `doc_to_text` to the task YAML lm-eval renders
+    "task_data-injection": (edit("eval.task_data.piqa", CONTROL_PAYLOADS["newline-jinja"]), "eval.task_data.piqa"),
+    "task_data-jinja": (edit("eval.task_data.piqa", TEMPLATE_PAYLOADS["jinja-expr"]), "eval.task_data.piqa"),
 }
 
 

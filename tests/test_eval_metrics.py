@@ -4,6 +4,7 @@ import importlib.util
 import math
 
 import pytest
+import yaml
 
 from shapelm.evaluation import metrics as M
 from shapelm.evaluation.loading import EvalError
@@ -105,10 +106,10 @@ def test_dataset_block_local_and_hub(tmp_path):
     f.write_text('{"question": "q"}\n')
     block = dataset_block(SPECS["arc_easy"], str(f))
     assert "dataset_path: json" in block and str(f) in block
-    hub = dataset_block(SPECS["arc_easy"], None)
-    assert 'dataset_path: "allenai/ai2_arc"' in hub and 'dataset_name: "ARC-Easy"' in hub
-    assert 'validation_split: "validation"' in hub
-    assert 'test_split: "test"' in dataset_block(SPECS["arc_easy"], "allenai/ai2_arc@test")
+    hub = yaml.safe_load(dataset_block(SPECS["arc_easy"], None))
+    assert hub["dataset_path"] == "allenai/ai2_arc" and hub["dataset_name"] == "ARC-Easy"
+    assert hub["validation_split"] == "validation"
+    assert yaml.safe_load(dataset_block(SPECS["arc_easy"], "allenai/ai2_arc@test"))["test_split"] == "test"
     assert parse_task_data(["piqa=/x/p.jsonl"]) == {"piqa": "/x/p.jsonl"}
 
 
@@ -161,3 +162,42 @@ def test_missing_and_empty_task_files_are_named(tmp_path):
         write_tasks(tmp_path / "t", ["heldout_mc"])
     with pytest.raises(EvalError, match="--task-data"):
         parse_task_data(["piqa"])
+
+
+def _task_yaml(path):
+    """A generated task YAML as lm-eval reads it (its `!function` tags kept as plain strings)."""
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: loader.construct_scalar(node))
+    return yaml.load(path.read_text(), Loader=Loader)
+
+
+# A value that, formatted into the YAML as text, would add a Jinja template lm-eval renders.
+INJECTION = 'allenai/ai2_arc:ARC-Easy\ndoc_to_text: "{{ self.__init__.__globals__.__builtins__ }}"'
+
+
+@pytest.mark.parametrize("task", ["arc_easy", "hellaswag", "heldout_mc", "trivia_qa"])
+def test_task_data_cannot_add_keys_to_a_task_yaml(tmp_path, task):
+    with pytest.raises(EvalError, match=f"task {task}: task data .*control character"):
+        write_tasks(tmp_path / "t", [task], {task: INJECTION})
+    assert not list((tmp_path / "t").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", ['q"uote.jsonl', "{{ 7 * 7 }}.jsonl", "{% if 1 %}x{% endif %}.jsonl",
+                                  "a: b # c.jsonl", "'single.jsonl"])
+@pytest.mark.parametrize("task", ["arc_easy", "heldout_mc"])
+def test_task_data_path_is_written_verbatim_by_the_dumper(tmp_path, task, name):
+    data = tmp_path / name
+    data.write_text('{"question": "q"}\n')
+    (written,) = write_tasks(tmp_path / "t", [task], {task: str(data)})
+    keys = _task_yaml(tmp_path / "t" / f"{written}.yaml")
+    assert keys["dataset_kwargs"] == {"data_files": {"validation": str(data.resolve())}}
+    template = SPECS[task].stock == ""
+    assert str(keys.get("doc_to_text", "")).startswith("shapelm_task_fns.") or not template
+
+
+@pytest.mark.parametrize("source", ['org/x"y', "org/{{ 7 }}", "org/{% x %}", "org/x y", "a/b/c", "org/x;touch X"])
+def test_task_data_is_a_file_or_a_hub_id(tmp_path, source):
+    with pytest.raises(EvalError, match="neither an existing local"):
+        write_tasks(tmp_path / "t", ["arc_easy"], {"arc_easy": source})

@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except ShapelmError as err:
         print(f"shapelm {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        distributed = sys.modules.get("shapelm.train.distributed")  # loaded only by the stages that use it
+        return distributed.exit_after_error(2) if distributed else 2
     return int(result or 0)
 
 

@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -332,18 +333,46 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); a config is a YAML or JSON file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config: {err.strerror or err}") from None
     if path.suffix == ".json":
         # JSON through the JSON parser: YAML 1.1 reads "1e-08" (no dot) as a string.
         try:
-            data = json.loads(path.read_text(), object_pairs_hook=_no_duplicate_json_keys(path))
+            data = json.loads(text, object_pairs_hook=_no_duplicate_json_keys(path))
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON: {err}") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid JSON: nested too deeply") from None
     else:
-        data = parse_yaml(path.read_text(), str(path))
+        data = parse_yaml(text, str(path))
+    if nesting_depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"{path}: nested too deeply (more than {MAX_CONFIG_DEPTH} levels)")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     refuse_templates(data, str(path))
     return data
+
+
+MAX_CONFIG_DEPTH = 64  # the schema's deepest key is a few levels down
+
+
+def nesting_depth(data: Any, limit: int = MAX_CONFIG_DEPTH + 1) -> int:
+    """How deeply `data` nests mappings and lists, counted up to `limit` (iterative: no recursion)."""
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest >= limit:
+            return deepest
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, (list, tuple)):
+            stack += [(v, depth + 1) for v in node]
+    return deepest
 
 
 def _no_duplicate_json_keys(path: Path):
@@ -408,16 +437,35 @@ def _validator_class():
         type_checker=base.TYPE_CHECKER.redefine("integer", is_integer))
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _scalar_problem(value: Any) -> str | None:
+    """Why a config scalar cannot be taken: a NaN or infinity (JSON Schema bounds compare false
+    with NaN, and `.inf` passes any exclusiveMinimum), or a string with a control character (a
+    newline in a value would add its own lines to the task YAMLs, shell lines and JSON files
+    written from the config)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if isinstance(value, str) and CONTROL.search(value):
+        return f"{value[:60]!r} holds a control character (a newline, tab, escape...); config strings are one line"
+    return None
+
+
 def non_finite(data: Any, path: str = "") -> list[str]:
-    """`key.path: value is not a finite number` for every NaN or infinity in `data` (JSON Schema
-    bounds compare false with NaN, and `.inf` passes any exclusiveMinimum)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return [f"{path or '(top level)'}: {data!r} is not a finite number"]
+    """`key.path: why` for every NaN, infinity or control character in a value or key of `data`."""
+    where = path or "(top level)"
     if isinstance(data, dict):
-        return [m for k, v in data.items() for m in non_finite(v, f"{path}.{k}" if path else str(k))]
+        out = []
+        for k, v in data.items():
+            key = f"{path}.{k}" if path else str(k)
+            problem = _scalar_problem(k)
+            out += [f"{key!r}: key {problem}"] if problem else non_finite(v, key)
+        return out
     if isinstance(data, (list, tuple)):
         return [m for i, v in enumerate(data) for m in non_finite(v, f"{path}.{i}" if path else str(i))]
-    return []
+    problem = _scalar_problem(data)
+    return [f"{where}: {problem}"] if problem else []
 
 
 def validate_schema(data: dict[str, Any], where: str = "config") -> None:

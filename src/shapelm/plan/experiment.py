@@ -28,7 +28,8 @@ from shapelm.config import (
 from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_slug
 from shapelm.errors import EvalError
 from shapelm.evaluation.standins import standin_tasks
-from shapelm.evaluation.tasks import expand_task_names
+from shapelm.evaluation.tasks import expand_task_names, task_source_problem
+from shapelm.recipes import run_recipe_name
 from shapelm.plan.runs import resolve_run
 
 
@@ -74,6 +75,9 @@ def check_runs(exp: Experiment) -> list[str]:
     errors += check_contexts(exp)
     errors += check_decode(exp)
     errors += check_run_eval(exp)
+    if raw.get("recipe_waive") and not any(run_recipe_name(raw, n) == "official" for n in raw["runs"]):
+        errors.append(f"recipe_waive: {raw['recipe_waive']} waives nothing: no run follows recipe 'official' "
+                      f"(the paper recipe has no unsupported field); remove it")
 
     sections = {"eval": raw.get("eval", {})}
     sections.update({f"runs.{n}.eval": r.get("eval", {}) for n, r in raw["runs"].items()})
@@ -84,6 +88,10 @@ def check_runs(exp: Experiment) -> list[str]:
                     check(section[field])
                 except EvalError as err:
                     errors.append(f"{key}.{field}: {err}")
+        for task, source in (section.get("task_data") or {}).items():
+            problem = task_source_problem(source)
+            if problem:
+                errors.append(f"{key}.task_data.{task}: {problem}")
     return errors
 
 

@@ -21,6 +21,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -152,16 +153,47 @@ def broadcast_object(obj, env: DistEnv):
     return box[0]
 
 
+# How long a failed rank waits for its peers to meet it before it tears down anyway.
+ERROR_BARRIER = datetime.timedelta(seconds=60)
+# Set once a process group was torn down after an error: the front end then ends the process with
+# os._exit after flushing, so no gloo/NCCL thread still winding down is destroyed by the
+# interpreter's exit ("terminate called without an active exception", exit -6 instead of 2).
+torn_down_after_error = False
+
+
 def shutdown(env: DistEnv, *, synchronise: bool = True) -> None:
-    """Destroy the process group. After a clean run every rank first meets at a barrier: a rank
-    that tears gloo down while a peer still has a collective or its connection in flight can
-    kill the peer at exit ("terminate called without an active exception"), and srun's
-    --kill-on-bad-exit then ends the whole step after its work was done. After an error there
-    is no barrier: the peers may never arrive."""
-    if env.distributed and dist.is_initialized():
-        if synchronise:
-            barrier(env)
+    """Destroy the process group. Every rank first meets at a barrier: a rank that tears gloo
+    down while a peer still has a collective or its connection in flight can kill the peer at
+    exit ("terminate called without an active exception"), and srun's --kill-on-bad-exit then
+    ends the whole step. After an error (`synchronise=False`) the ranks agreed on, the barrier is
+    bounded (`ERROR_BARRIER`, gloo's monitored barrier): a peer that never arrives costs that
+    long, and the group is then left to the process's hard exit."""
+    global torn_down_after_error
+    if not (env.distributed and dist.is_initialized()):
+        return
+    if synchronise:
+        barrier(env)
         dist.destroy_process_group()
+        return
+    torn_down_after_error = True
+    try:
+        if env.device.type == "cuda":
+            return  # NCCL has no bounded barrier: the hard exit ends the process without one
+        dist.monitored_barrier(timeout=ERROR_BARRIER, wait_all_ranks=True)
+    except Exception:  # noqa: BLE001 - a peer that did not arrive: leave the group to the exit
+        return
+    dist.destroy_process_group()
+
+
+def exit_after_error(code: int) -> int:
+    """`code`, or, after a process group was torn down on an error, end the process with `code`
+    now (stdout, stderr and logging flushed; see `torn_down_after_error`)."""
+    if torn_down_after_error:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 @contextlib.contextmanager

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+import yaml
+
 from shapelm import files
 from shapelm.errors import EvalError
 
@@ -199,6 +201,26 @@ def _looks_local(value: str) -> bool:
     return value.endswith((".jsonl", ".json")) or value.startswith((".", "/", "~")) or os.path.exists(value)
 
 
+# A Hugging Face dataset id, optionally `:config` and `@split`: what a non-local source may be.
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?"
+                    r"(:[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?(@[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?")
+
+
+def task_source_problem(source: str) -> str | None:
+    """Why `source` cannot be a task's data (None if it can): it must be an existing local
+    .jsonl/.json file or a hub id (`org/name[:config][@split]`), one line of text."""
+    if not isinstance(source, str) or not source:
+        return f"{source!r} is neither a local .jsonl/.json file nor a hub id"
+    if any(ord(c) < 32 or ord(c) == 127 for c in source):
+        return f"{source[:60]!r} holds a control character; give a file path or a hub id"
+    if _looks_local(source):
+        path = Path(source).expanduser()
+        return None if path.is_file() else f"file {path.resolve()} does not exist"
+    if HUB_ID.fullmatch(source):
+        return None
+    return f"{source[:60]!r} is neither an existing local .jsonl/.json file nor a hub id (org/name[:config][@split])"
+
+
 def count_examples(path: Path) -> int:
     if path.suffix == ".jsonl":
         with open(path) as f:
@@ -209,11 +231,11 @@ def count_examples(path: Path) -> int:
     return len(data) if isinstance(data, list) else 0
 
 
-def dataset_block(spec: TaskSpec, source: str | None, base: str | os.PathLike | None = None) -> str:
-    """The dataset lines of a task YAML for a local file (named relative to ``base``, the YAML's
+def dataset_keys(spec: TaskSpec, source: str | None, base: str | os.PathLike | None = None) -> dict:
+    """The dataset keys of a task YAML for a local file (named relative to ``base``, the YAML's
     directory) or a hub id.
 
-    A stock task's YAML is included and these lines override it, so they also switch off the
+    A stock task's YAML is included and these keys override it, so they also switch off the
     splits it names that the given data lack (zero-shot: no training split is read).
     """
     if source is None:
@@ -221,38 +243,44 @@ def dataset_block(spec: TaskSpec, source: str | None, base: str | os.PathLike | 
             raise EvalError(f"task {spec.name}: no data given (it has no hub default); "
                             f"pass --task-data {spec.name}=FILE.jsonl")
         source = spec.hub
-    unset = ["training_split: null", "fewshot_split: null"] if spec.stock else []
+    problem = task_source_problem(source)
+    if problem:
+        raise EvalError(f"task {spec.name}: task data {problem}")
+    unset = {"training_split": None, "fewshot_split": None} if spec.stock else {}
+    stock_null = {"dataset_name": None} if spec.stock else {}
     if _looks_local(source):
         path = Path(source).expanduser().resolve()
-        if not path.is_file():
-            raise EvalError(f"task {spec.name}: task data file {path} does not exist")
         if count_examples(path) == 0:
             raise EvalError(f"task {spec.name}: task data file {path} is an empty dataset (no examples)")
         name = os.path.relpath(path, Path(base).resolve()) if base is not None else str(path)
-        lines = ["dataset_path: json", f"custom_dataset: !function {FNS_FILE[:-3]}.local_dataset"]
-        if spec.stock:
-            lines.append("dataset_name: null")
-        lines += [f"dataset_kwargs:\n  data_files:\n    validation: {json.dumps(name)}",
-                  "validation_split: validation"]
-        if spec.stock:
-            lines.append("test_split: null")
-        return "\n".join(lines + unset)
+        return {"dataset_path": "json", **stock_null,
+                "dataset_kwargs": {"data_files": {"validation": name}},
+                "validation_split": "validation", **({"test_split": None} if spec.stock else {}), **unset}
     split = spec.split
     if "@" in source:
         source, split = source.rsplit("@", 1)
     path, _, name = source.partition(":")
-    lines = [f"dataset_path: {json.dumps(path)}"]
-    if name:
-        lines.append(f"dataset_name: {json.dumps(name)}")
-    elif spec.stock:
-        lines.append("dataset_name: null")
+    keys = {"dataset_path": path, **({"dataset_name": name} if name else stock_null)}
     if split == "test":
-        lines.append(f"test_split: {json.dumps(split)}")
+        keys["test_split"] = split
     else:
-        lines.append(f"validation_split: {json.dumps(split)}")
+        keys["validation_split"] = split
         if spec.stock:
-            lines.append("test_split: null")
-    return "\n".join(lines + unset)
+            keys["test_split"] = None
+    return {**keys, **unset}
+
+
+def dataset_block(spec: TaskSpec, source: str | None, base: str | os.PathLike | None = None) -> str:
+    """`dataset_keys` as YAML lines, written by the YAML dumper: no value is formatted into the
+    file as text, so a value can add no key of its own (lm-eval renders some keys as Jinja). A
+    local file is read by the tasks' own loader, which finds a relative name beside the YAML (a
+    constant line: the dumper writes no `!function` tag)."""
+    keys = dataset_keys(spec, source, base)
+    block = yaml.safe_dump(keys, sort_keys=False, allow_unicode=False, default_flow_style=False,
+                           width=float("inf")).rstrip("\n")
+    if keys.get("dataset_path") == "json" and "dataset_kwargs" in keys:
+        block += f"\ncustom_dataset: !function {FNS_FILE[:-3]}.local_dataset"
+    return block
 
 
 def render_task(spec: TaskSpec, source: str | None, base: str | os.PathLike | None = None) -> str:
@@ -260,9 +288,11 @@ def render_task(spec: TaskSpec, source: str | None, base: str | os.PathLike | No
         yaml_path = lm_eval_tasks_dir() / spec.stock_yaml
         if not yaml_path.is_file():
             raise EvalError(f"task {spec.name}: lm-eval's {spec.stock_yaml} is missing from {yaml_path.parent}")
-        data = f"# data: {source}\n{dataset_block(spec, source, base)}\n" if source else ""
+        head = yaml.safe_dump({"include": str(yaml_path), "task": task_name(spec, source)},
+                              sort_keys=False, width=float("inf"))
+        data = f"{dataset_block(spec, source, base)}\n" if source else ""
         return (f"# lm-eval's stock task {spec.stock} ({spec.description}); generated by shapelm, "
-                f"do not edit.\ninclude: {json.dumps(str(yaml_path))}\ntask: {task_name(spec, source)}\n{data}")
+                f"do not edit.\n{head}{data}")
     template = Template((HERE / "templates" / f"{spec.template}.yaml").read_text())
     return template.substitute(
         name=spec.name, task=task_name(spec, source), fn=spec.fn, primary=spec.primary,
@@ -285,8 +315,6 @@ def parse_task_data(items: list[str] | dict | None) -> dict[str, str]:
         if "=" not in item:
             p = Path(item)
             if p.is_file() and p.suffix in (".json", ".yaml", ".yml"):
-                import yaml
-
                 mapping = yaml.safe_load(p.read_text()) or {}
                 if not isinstance(mapping, dict):
                     raise EvalError(f"--task-data {p}: expected a mapping task -> file or hub id")
