@@ -48,3 +48,21 @@ def export_and_load(tmp_path, model, name, **kw):
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / f"{name}_hf", trust_remote_code=True,
                                               dtype=torch.float32).eval()
     return info, hf
+
+
+def greedy_cached_and_full(model, prompt, steps=9, max_len=16):
+    """Greedy decoding through the static KV cache, one token at a time after the prompt: the
+    last-position logits of each step and the full forward's logits of the same tokens."""
+    from shapelm.model.cache import StaticKVCache
+
+    with torch.no_grad():
+        cache = StaticKVCache(model.config, prompt.shape[0], max_len)  # the greedy generator's cache
+        x, pos, cached = prompt, 0, []
+        for _ in range(steps):
+            logits = model(x, kv_cache=cache, start_pos=pos).logits
+            pos += x.shape[1]
+            cached.append(logits[:, -1])
+            x = logits[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([prompt, torch.stack([c.argmax(-1) for c in cached[:-1]], dim=1)], dim=1)
+        full = model(tokens).logits[:, prompt.shape[1] - 1:]
+    return torch.stack(cached, dim=1), full

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from model_helpers import randomized  # norm weights away from ones, so misplaced norms show
+from model_helpers import greedy_cached_and_full, randomized  # norm weights away from ones, so misplaced norms show
 
 from shapelm.accounting import (
     flops_per_token,
@@ -20,7 +20,6 @@ from shapelm.accounting import (
 from shapelm.model.cache import MLASpec
 from shapelm.decode.model import build_decode_model, make_cache
 from shapelm.errors import ConfigError, ShapelmError
-from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 
@@ -147,17 +146,8 @@ def test_bad_mixer_is_a_config_error(layer, message):
 def test_cached_generation_equals_uncached_forward(gate):
     model = randomized(gated_cfg(gate))
     prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        cache = StaticKVCache(model.config, 2, 16)  # the greedy generator's cache
-        x, pos, cached = prompt, 0, []
-        for _ in range(9):
-            logits = model(x, kv_cache=cache, start_pos=pos).logits
-            pos += x.shape[1]
-            cached.append(logits[:, -1])
-            x = logits[:, -1].argmax(-1, keepdim=True)
-        tokens = torch.cat([prompt, torch.stack([c.argmax(-1) for c in cached[:-1]], dim=1)], dim=1)
-        full = model(tokens).logits[:, prompt.shape[1] - 1:]
-    torch.testing.assert_close(torch.stack(cached, dim=1), full, rtol=1e-5, atol=1e-5)
+    cached, full = greedy_cached_and_full(model, prompt)
+    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
 
 
 def test_decode_benchmark_model_with_gate_decodes_like_full_forward():

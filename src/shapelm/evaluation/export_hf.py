@@ -37,6 +37,7 @@ def is_conventional(cfg: ModelConfig) -> bool:
     return (
         first.mixer == "attention"  # stock Llama/OLMo-2 attention has no output gate
         and len(first.ffn_widths) == 1
+        and first.d_model in (None, cfg.d_model)  # a stock model has one residual width
         and all(layer == first for layer in cfg.layers)
     )
 

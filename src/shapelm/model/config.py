@@ -95,6 +95,9 @@ class LayerShape:
     cms_lr: float | None = None
     cms_momentum: float | None = None
     cms_decay: float | None = None
+    # Variable residual width (arXiv 2606.18246): this layer's residual width, None = the model's
+    # d_model. The stream is resized to it before the layer and back to d_model after the last.
+    d_model: int | None = None
 
     def __post_init__(self) -> None:
         if self.mixer is None:
@@ -139,6 +142,8 @@ class LayerShape:
         if self.hope:
             out.update({key: getattr(self, key) for key in CMS_KEYS})
             out["cms_chunks"] = list(self.cms_chunks)
+        if self.d_model is not None:
+            out["d_model"] = self.d_model
         return out
 
 
@@ -187,6 +192,9 @@ class ModelConfig:
         for i, layer in enumerate(self.layers):
             attn = layer.attention
             _validate_mixer(i, layer)
+            if layer.d_model is not None and (
+                    isinstance(layer.d_model, bool) or not isinstance(layer.d_model, int) or layer.d_model <= 0):
+                raise ConfigError(f"layers[{i}].d_model must be a positive integer, got {layer.d_model!r}")
             if attn is not None:
                 for key in ("n_heads", "n_kv_heads", "head_dim"):
                     if getattr(attn, key) <= 0:
@@ -214,6 +222,14 @@ class ModelConfig:
             if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (
                     math.isfinite(factor) and factor >= 1):
                 raise ConfigError(f"rope_scaling.factor must be a finite number >= 1, got {factor!r}")
+
+    def width(self, i: int) -> int:
+        """Layer i's residual width (its own `d_model`, else the model's)."""
+        return self.layers[i].d_model or self.d_model
+
+    @property
+    def variable_width(self) -> bool:
+        return any(layer.d_model not in (None, self.d_model) for layer in self.layers)
 
     @property
     def has_attention(self) -> bool:
@@ -316,7 +332,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         return layer
     if not isinstance(layer, dict):
         raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
-    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", *TITANS_DEFAULTS, *CMS_KEYS})
+    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", "d_model", *TITANS_DEFAULTS, *CMS_KEYS})
     if unknown:
         raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
     attn = layer.get("attention")
@@ -333,6 +349,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         **{key: layer.get(key) for key in TITANS_DEFAULTS},
         cms_chunks=tuple(layer["cms_chunks"]) if layer.get("cms_chunks") is not None else None,
         **{key: layer.get(key) for key in ("cms_lr", "cms_momentum", "cms_decay")},
+        d_model=layer.get("d_model"),
     )
 
 

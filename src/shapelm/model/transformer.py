@@ -44,6 +44,15 @@ from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
 from shapelm.model.titans import NeuralMemory
 
 
+def resize(x: torch.Tensor, width: int) -> torch.Tensor:
+    """The parameter-free resize of a variable-width residual stream (arXiv 2606.18246's zero
+    expansion): zero-pad the last axis up to `width`, or keep its first `width` channels."""
+    d = x.shape[-1]
+    if d == width:
+        return x
+    return F.pad(x, (0, width - d)) if d < width else x[..., :width]
+
+
 def _recomputed(fn, *args):
     """fn(*args), its intermediates recomputed in backward rather than saved."""
     if not torch.is_grad_enabled():
@@ -321,6 +330,9 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
         shape = cfg.layers[layer_idx]
+        self.width = cfg.width(layer_idx)
+        if self.width != cfg.d_model:  # a variable-width layer: its modules see its own residual width
+            cfg = dataclasses.replace(cfg, d_model=self.width)
         self.reordered = cfg.norm_placement == "reordered"
         self.attn = MIXER_MODULES[shape.mixer](cfg, shape, layer_idx) if shape.attention else None
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
@@ -426,8 +438,8 @@ class Transformer(nn.Module):
                 if hd not in rope_tables:
                     rope_tables[hd] = self._cos_sin(hd, positions, x.dtype)
                 cos, sin = rope_tables[hd]
-            x = block(x, cos, sin, kv_cache)
-        return self.norm(x)
+            x = block(resize(x, block.width), cos, sin, kv_cache)
+        return self.norm(resize(x, self.config.d_model))
 
     def forward(
         self,
