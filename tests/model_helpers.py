@@ -66,3 +66,17 @@ def greedy_cached_and_full(model, prompt, steps=9, max_len=16):
         tokens = torch.cat([prompt, torch.stack([c.argmax(-1) for c in cached[:-1]], dim=1)], dim=1)
         full = model(tokens).logits[:, prompt.shape[1] - 1:]
     return torch.stack(cached, dim=1), full
+
+
+def prefill_then_step_logits(model, tokens, prefix=4):
+    """A decode model's logits for `tokens`: the prefix through a fresh cache, then one token a
+    step; and its full forward's, to compare."""
+    from shapelm.decode.model import make_cache
+
+    b, t = tokens.shape
+    with torch.no_grad():
+        full = model(tokens).logits
+        cache = make_cache(model, b, t)
+        outs = [model(tokens[:, :prefix], kv_cache=cache, start_pos=0).logits]
+        outs += [model(tokens[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(prefix, t)]
+    return torch.cat(outs, dim=1), full

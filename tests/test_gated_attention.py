@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from model_helpers import greedy_cached_and_full, randomized  # norm weights away from ones, so misplaced norms show
+from model_helpers import greedy_cached_and_full, prefill_then_step_logits, randomized  # norm weights away from ones, so misplaced norms show
 
 from shapelm.accounting import (
     flops_per_token,
@@ -18,7 +18,7 @@ from shapelm.accounting import (
     param_counts,
 )
 from shapelm.model.cache import MLASpec
-from shapelm.decode.model import build_decode_model, make_cache
+from shapelm.decode.model import build_decode_model
 from shapelm.errors import ConfigError, ShapelmError
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
@@ -154,12 +154,8 @@ def test_decode_benchmark_model_with_gate_decodes_like_full_forward():
     model = build_decode_model(gated_cfg(), "native", seed=3)
     assert model.layers[0].attn.gate_proj is not None
     ids = torch.randint(0, V, (2, 11), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = make_cache(model, 2, 11)
-        outs = [model(ids[:, :4], kv_cache=cache, start_pos=0).logits]
-        outs += [model(ids[:, t:t + 1], kv_cache=cache, start_pos=t).logits for t in range(4, 11)]
-    torch.testing.assert_close(torch.cat(outs, dim=1), full, rtol=1e-5, atol=1e-5)
+    stepped, full = prefill_then_step_logits(model, ids)
+    torch.testing.assert_close(stepped, full, rtol=1e-5, atol=1e-5)
     with pytest.raises(ShapelmError, match="would drop its output gate"):
         build_decode_model(gated_cfg(), "mla", mla=MLASpec(24, 8))
 

@@ -4,7 +4,7 @@ widths and parameter counts, the model, accounting, cached decode and the Huggin
 import pytest
 import torch
 
-from model_helpers import V, export_and_load, greedy_cached_and_full, ids, randomized
+from model_helpers import V, export_and_load, greedy_cached_and_full, ids, prefill_then_step_logits, randomized
 from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model import ModelConfig, build_model
@@ -158,3 +158,25 @@ def test_arithmetic_schedule_reaches_its_bottleneck_at_parameter_match():
     assert min(widths) == 32 and widths.index(32) == 5 and widths[0] == widths[-1]
     steps = [b - a for a, b in zip(widths, widths[1:6])]
     assert max(steps) - min(steps) <= 8  # equal steps, up to the rounding to 8
+
+
+def test_shapes_table_lists_the_layer_widths():
+    from shapelm.accounting import shape_row
+    from shapelm.shapes_cli import format_rows
+
+    cfg = build_model_config(TINY)
+    row = shape_row("vw", cfg, 64, 256)
+    assert row["layer_widths"] == "80 48 32 80" and row["d_model"] == 64 and row["params_total"] == param_counts(cfg).total
+    assert "80 48 32 80" in format_rows([row], "md")
+    uniform = build_model_config({"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4})
+    assert shape_row("u", uniform, 64, 256)["layer_widths"] == ""
+
+
+@pytest.mark.parametrize("mixer", ["native", "mla"])
+def test_decode_benchmark_model_decodes_like_its_full_forward(mixer):
+    from shapelm.decode.model import build_decode_model
+    from shapelm.model.cache import MLASpec
+
+    model = build_decode_model(build_model_config(TINY), mixer, mla=MLASpec(16, 8) if mixer == "mla" else None, seed=3)
+    stepped, full = prefill_then_step_logits(model, torch.randint(0, V, (2, 11), generator=torch.Generator().manual_seed(0)))
+    torch.testing.assert_close(stepped, full, rtol=1e-5, atol=1e-5)

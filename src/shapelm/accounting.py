@@ -289,12 +289,13 @@ SHAPE_COLUMNS = [
     "params_embedding", "params_attention", "params_ffn", "params_norm",
     "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
     "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
-    "kv_bytes_per_token", "state_bytes_per_seq",
+    "kv_bytes_per_token", "state_bytes_per_seq", "layer_widths",
 ]
 
 
 def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) -> dict[str, object]:
-    """One accounting row; per-layer fields are empty ("") when they vary across layers."""
+    """One accounting row; per-layer fields are empty ("") when they vary across layers, and
+    `layer_widths` lists the residual widths of a variable-width model (d_model: its embeddings')."""
     p = param_counts(cfg)
     per_token = flops_per_token(cfg, seq_len).train
 
@@ -322,6 +323,8 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "train_flops_per_step_approx": 3 * approx_forward_flops_per_token(cfg, seq_len) * tokens_per_step,
         "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
         "state_bytes_per_seq": decoding_state_bytes(cfg),
+        # variable residual width: each layer's width, first to last ("" when all are d_model)
+        "layer_widths": " ".join(str(cfg.width(i)) for i in range(cfg.n_layers)) if cfg.variable_width else "",
     }
 
 
