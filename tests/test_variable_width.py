@@ -180,3 +180,14 @@ def test_decode_benchmark_model_decodes_like_its_full_forward(mixer):
     model = build_decode_model(build_model_config(TINY), mixer, mla=MLASpec(16, 8) if mixer == "mla" else None, seed=3)
     stepped, full = prefill_then_step_logits(model, torch.randint(0, V, (2, 11), generator=torch.Generator().manual_seed(0)))
     torch.testing.assert_close(stepped, full, rtol=1e-5, atol=1e-5)
+
+
+def test_explicit_layers_take_their_own_width():
+    """The same model spelled layer by layer: `explicit` with a d_model per layer."""
+    vw = build_model_config(TINY)
+    entries = [{"d_model": w, "n_heads": 2, "ffn": [4 * w]} for w in (80, 48, 32, 80)]
+    spelled = build_model_config({"kind": "explicit", "d_model": 64, "layers": entries, "vocab_size": V,
+                                  "max_seq_len": 128})
+    assert spelled.layers == vw.layers
+    with pytest.raises(ConfigError, match=r"arch\.layers\[1\]\.d_model"):
+        build_model_config({"kind": "explicit", "d_model": 64, "layers": [entries[0], {**entries[1], "d_model": 0}]})

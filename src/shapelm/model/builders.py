@@ -241,21 +241,25 @@ def hourglass(spec: Spec) -> list[LayerShape]:
 
 @register("explicit", ("d_model", "layers"))
 def explicit(spec: Spec) -> list[LayerShape]:
-    """Every layer spelled out: [{n_heads, n_kv_heads, head_dim | attention: false, ffn: [w, ...]}]."""
+    """Every layer spelled out: [{n_heads, n_kv_heads, head_dim | attention: false, ffn: [w, ...],
+    d_model (optional: the layer's own residual width)}]."""
     entries = spec.get("layers")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{spec.name('layers')} must be a non-empty list")
     layers = []
     for i, entry in enumerate(entries):
         sub = Spec(entry, f"{spec.where}.layers[{i}]")
-        unknown = sorted(set(entry) - {"ffn", *ATTENTION_KEYS})
+        unknown = sorted(set(entry) - {"ffn", "d_model", *ATTENTION_KEYS})
         if unknown:
             raise ConfigError(f"{sub.where}: unknown key(s) {unknown}")
         widths = sub.get("ffn", [])
         if not isinstance(widths, list):
             raise ConfigError(f"{sub.name('ffn')} must be a list of widths")
-        attn = attention_shape(sub, d_model=spec.int("d_model"))
-        layers.append(LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in widths)))
+        # a layer's own residual width (variable width, docs/SHAPES.md); default the model's
+        width = sub.int("d_model", spec.int("d_model"))
+        attn = attention_shape(sub, d_model=width)
+        layers.append(LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in widths),
+                                 d_model=None if width == spec.int("d_model") else width))
     return layers
 
 
