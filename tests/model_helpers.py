@@ -80,3 +80,20 @@ def prefill_then_step_logits(model, tokens, prefix=4):
         outs = [model(tokens[:, :prefix], kv_cache=cache, start_pos=0).logits]
         outs += [model(tokens[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(prefix, t)]
     return torch.cat(outs, dim=1), full
+
+
+def assert_cached_decode_matches(model):
+    """Greedy cached decoding's logits equal the full forward's (a 2 x 7 prompt, 9 steps)."""
+    prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
+    cached, full = greedy_cached_and_full(model, prompt)
+    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
+
+
+def assert_remote_export_exact(tmp_path, model, name):
+    """`export-hf` with remote code, reloaded: the same logits to the last bit; returns the HF model."""
+    info, hf = export_and_load(tmp_path, model, name)
+    assert info["architecture"] == "ShapelmForCausalLM"
+    x = ids()
+    with torch.no_grad():
+        assert (hf(x).logits - model(x).logits).abs().max().item() == 0.0
+    return hf

@@ -295,6 +295,7 @@ CROSS = {
     "variable-width-unreachable-bottleneck": (edit(f"runs.{RUN}.arch", {**VW, "bottleneck": 0.01}),
                                               f"runs.{RUN}.arch.bottleneck"),
     "variable-width-heads-do-not-divide": (edit(f"runs.{RUN}.arch", {**VW, "n_heads": 3}), f"runs.{RUN}.arch.n_heads"),
+    "loops-below-one": (edit(f"runs.{RUN}.arch.loops", 0), f"runs.{RUN}.arch.loops"),
     "variable-width-turning-layer-beyond-depth": (edit(f"runs.{RUN}.arch", {**VW, "max_layer": 7}),
                                                   f"runs.{RUN}.arch.max_layer"),
     "corpus-vocab-above-model": (edit("data.default_corpus.vocab_size", 4096), "vocab_size"),

@@ -2,9 +2,8 @@
 fixed attention width, parameter- and FLOP-neutral against the uniform model."""
 
 import pytest
-import torch
 
-from model_helpers import V, export_and_load, greedy_cached_and_full, ids, randomized
+from model_helpers import V, assert_cached_decode_matches, assert_remote_export_exact, randomized
 from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model import build_model
@@ -44,14 +43,8 @@ def test_doubling_schedule_differs_only_in_the_softmax_term():
 
 def test_cached_decode_and_hf_export(tmp_path):
     model = randomized(build_model_config({**BASE, "kind": "head_schedule", "heads": [2, 2, 4, 8]}))
-    prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
-    cached, full = greedy_cached_and_full(model, prompt)
-    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
-    info, hf = export_and_load(tmp_path, model, "heads")
-    assert info["architecture"] == "ShapelmForCausalLM"
-    x = ids()
-    with torch.no_grad():
-        assert (hf(x).logits - model(x).logits).abs().max().item() == 0.0
+    assert_cached_decode_matches(model)
+    assert_remote_export_exact(tmp_path, model, "heads")
 
 
 @pytest.mark.parametrize("heads, message", [

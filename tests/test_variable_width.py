@@ -4,7 +4,9 @@ widths and parameter counts, the model, accounting, cached decode and the Huggin
 import pytest
 import torch
 
-from model_helpers import V, export_and_load, greedy_cached_and_full, ids, prefill_then_step_logits, randomized
+from model_helpers import (
+    V, assert_cached_decode_matches, assert_remote_export_exact, ids, prefill_then_step_logits, randomized,
+)
 from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model import ModelConfig, build_model
@@ -112,20 +114,13 @@ def test_flops_and_kv_bytes_follow_each_layer_width():
 
 
 def test_cached_decode_equals_full_forward():
-    model = randomized(build_model_config(TINY))
-    prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
-    cached, full = greedy_cached_and_full(model, prompt)
-    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
+    assert_cached_decode_matches(randomized(build_model_config(TINY)))
 
 
 def test_hf_export_reloads_with_equal_logits(tmp_path):
-    model = randomized(build_model_config(TINY))
-    info, hf = export_and_load(tmp_path, model, "variable_width")
-    assert info["architecture"] == "ShapelmForCausalLM"  # a stock Llama has one residual width
+    # remote code (a stock Llama has one residual width), the same logits to the last bit
+    hf = assert_remote_export_exact(tmp_path, randomized(build_model_config(TINY)), "variable_width")
     assert hf.model.layers[2].mlps[0].up_proj.weight.shape == (128, 32)
-    x = ids()
-    with torch.no_grad():
-        assert (hf(x).logits - model(x).logits).abs().max().item() == 0.0
 
 
 def test_layer_width_round_trips_and_keeps_old_fingerprints():

@@ -40,6 +40,9 @@ layer's own width as d; the embeddings, final norm and LM head the model's d_mod
 between layers (zero-padding, truncation) hold no parameters and are counted as 0 FLOPs. The KV
 cache follows each layer's attention shape (kv_width = n_kv_heads * head_dim, so it scales with
 the layer's width when its heads do).
+
+Looped blocks (arXiv 2607.13491, ModelConfig.loops): parameters are the stored layers', counted
+once; FLOPs and KV bytes are the unrolled depth's (every round of every layer).
 """
 
 from __future__ import annotations
@@ -193,7 +196,7 @@ class FlopsPerToken:
 def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = None) -> FlopsPerToken:
     """Per-token FLOPs by the paper's A.8 accounting at sequence length `seq_len`."""
     dense = scores = 0.0
-    for layer in cfg.layers:
+    for layer in cfg.unrolled_layers:  # looped blocks: FLOPs per round, parameters once
         d = layer.d_model or cfg.d_model
         attn = layer.attention
         if attn is not None:
@@ -255,7 +258,7 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     3x this; PROTOCOLS.md notes the x3 misses the printed values by 2-9%.
     """
     total = 2.0 * cfg.d_model * cfg.vocab_size
-    for layer in cfg.layers:
+    for layer in cfg.unrolled_layers:
         d = layer.d_model or cfg.d_model
         if layer.attention is not None:
             a = layer.attention.d_attn
@@ -271,7 +274,7 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
 def kv_cache_bytes_per_token(cfg: ModelConfig, bytes_per_element: int = 2) -> int:
     """M_KV / S = 2 * beta * sum over attention layers of the K (= V) width."""
     return sum(
-        2 * bytes_per_element * layer.attention.kv_width for layer in cfg.layers if layer.attention
+        2 * bytes_per_element * layer.attention.kv_width for layer in cfg.unrolled_layers if layer.attention
     )
 
 
@@ -289,7 +292,7 @@ SHAPE_COLUMNS = [
     "params_embedding", "params_attention", "params_ffn", "params_norm",
     "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
     "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
-    "kv_bytes_per_token", "state_bytes_per_seq", "layer_widths",
+    "kv_bytes_per_token", "state_bytes_per_seq", "layer_widths", "loops",
 ]
 
 
@@ -325,6 +328,7 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "state_bytes_per_seq": decoding_state_bytes(cfg),
         # variable residual width: each layer's width, first to last ("" when all are d_model)
         "layer_widths": " ".join(str(cfg.width(i)) for i in range(cfg.n_layers)) if cfg.variable_width else "",
+        "loops": cfg.loops,  # rounds over the n_layers stored layers (FLOPs and KV unrolled)
     }
 
 

@@ -460,7 +460,7 @@ class ShapelmModel(ShapelmPreTrainedModel):
             mask = causal[None, None] & keep
             mask = mask | torch.eye(s, dtype=torch.bool, device=x.device)[None, None]  # no empty rows
         rope = {}
-        for block in self.layers:
+        for block in list(self.layers) * getattr(self.config, "loops", 1):  # looped blocks: round after round
             if block.attn is not None and block.attn.head_dim not in rope:
                 inv, factor = rope_inv_freq(block.attn.head_dim, self.config.rope_theta,
                                             self.config.shapelm_rope_scaling)

@@ -34,6 +34,7 @@ COMMON_KEYS: dict[str, Any] = {
     "qk_norm": True,
     "norm_placement": "pre",
     "init_std": 0.02,
+    "loops": 1,  # looped blocks (arXiv 2607.13491): rounds over the stored layers
 }
 ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
 # Keys every kind accepts that set each attention layer's token mixer (LayerShape.mixer/gate).
@@ -128,6 +129,7 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
             f"{spec.name('norm_placement')} must be one of {list(NORM_PLACEMENTS)}, "
             f"got {settings['norm_placement']!r}"
         )
+    settings["loops"] = spec.int("loops", 1)
     try:
         return ModelConfig(d_model=spec.int("d_model"), layers=layers, **settings)
     except ConfigError as err:

@@ -162,6 +162,9 @@ class ModelConfig:
     norm_placement: str = "pre"
     init_std: float = 0.02
     tie_embeddings: bool = False
+    # Looped blocks (arXiv 2607.13491): the stored layers applied `loops` rounds in order, so the
+    # unrolled depth is loops * n_layers with the parameters of n_layers.
+    loops: int = 1
 
     def __post_init__(self) -> None:
         self.layers = [_coerce_layer(layer) for layer in self.layers]
@@ -184,6 +187,10 @@ class ModelConfig:
             )
         if self.tie_embeddings:
             raise ConfigError("tie_embeddings: the papers' models use untied embeddings")
+        if isinstance(self.loops, bool) or not isinstance(self.loops, int) or self.loops < 1:
+            raise ConfigError(f"loops must be an integer >= 1, got {self.loops!r}")
+        if self.loops > 1 and self.has_recurrent_state:
+            raise ConfigError("loops: a layer with a recurrent state (titans, hope_attention) cannot be looped")
         for key in ("rope_theta", "norm_eps", "init_std"):  # a checkpoint's config, not only the schema's
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
@@ -246,9 +253,16 @@ class ModelConfig:
         values = {_layer_attr(layer, attr) for layer in self.layers}
         return values.pop() if len(values) == 1 else None
 
+    @property
+    def unrolled_layers(self) -> list[LayerShape]:
+        """The layers in the order they run: every stored layer once per loop round."""
+        return self.layers * self.loops
+
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["layers"] = [layer.to_dict() for layer in self.layers]
+        if self.loops == 1:  # configs written before loops existed keep their fingerprints
+            del out["loops"]
         return out
 
     @classmethod

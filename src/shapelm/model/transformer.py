@@ -71,6 +71,20 @@ class KVCache(Protocol):
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
+class _RoundCache:
+    """A KV cache as a later loop round of looped blocks sees it: layer i's keys go to the
+    cache's layer offset + i (the cache holds one buffer per round of each layer)."""
+
+    def __init__(self, cache: KVCache, offset: int) -> None:
+        self.cache, self.offset = cache, offset
+
+    def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
+        return self.cache.update(self.offset + layer_idx, k, v)
+
+    def __getattr__(self, key):  # key_mask and the rest: the cache's own
+        return getattr(self.cache, key)
+
+
 class ModelOutput(NamedTuple):
     logits: torch.Tensor | None
     loss: torch.Tensor | None  # cross-entropy + z-loss: what training minimises
@@ -431,14 +445,17 @@ class Transformer(nn.Module):
         x = self.embed_tokens(input_ids)
         positions = torch.arange(start_pos, start_pos + input_ids.shape[1], device=input_ids.device)
         rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for block in self.layers:
+        n = len(self.layers)
+        for i in range(n * self.config.loops):  # looped blocks: the stored layers, round after round
+            block = self.layers[i % n]
+            cache = kv_cache if kv_cache is None or i < n else _RoundCache(kv_cache, i - i % n)
             cos = sin = None
             if block.attn is not None:
                 hd = block.attn.shape.head_dim
                 if hd not in rope_tables:
                     rope_tables[hd] = self._cos_sin(hd, positions, x.dtype)
                 cos, sin = rope_tables[hd]
-            x = block(resize(x, block.width), cos, sin, kv_cache)
+            x = block(resize(x, block.width), cos, sin, cache)
         return self.norm(resize(x, self.config.d_model))
 
     def forward(

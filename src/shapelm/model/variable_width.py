@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import Spec, register
+from shapelm.model.builders import COMMON_KEYS, Spec, register
 from shapelm.model.config import AttentionShape, LayerShape
 
 SCHEDULES = ("geometric", "arithmetic")
@@ -151,7 +151,6 @@ def variable_width(spec: Spec) -> list[LayerShape]:
     symmetric = spec.get("symmetric", True)
     if not isinstance(symmetric, bool):
         raise ConfigError(f"{spec.name('symmetric')} must be true or false, got {symmetric!r}")
-    from shapelm.model.builders import COMMON_KEYS
 
     widths = solve_widths(
         h, n_layers, spec.int("vocab_size", COMMON_KEYS["vocab_size"]),
