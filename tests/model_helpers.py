@@ -48,3 +48,52 @@ def export_and_load(tmp_path, model, name, **kw):
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / f"{name}_hf", trust_remote_code=True,
                                               dtype=torch.float32).eval()
     return info, hf
+
+
+def greedy_cached_and_full(model, prompt, steps=9, max_len=16):
+    """Greedy decoding through the static KV cache, one token at a time after the prompt: the
+    last-position logits of each step and the full forward's logits of the same tokens."""
+    from shapelm.model.cache import StaticKVCache
+
+    with torch.no_grad():
+        cache = StaticKVCache(model.config, prompt.shape[0], max_len)  # the greedy generator's cache
+        x, pos, cached = prompt, 0, []
+        for _ in range(steps):
+            logits = model(x, kv_cache=cache, start_pos=pos).logits
+            pos += x.shape[1]
+            cached.append(logits[:, -1])
+            x = logits[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([prompt, torch.stack([c.argmax(-1) for c in cached[:-1]], dim=1)], dim=1)
+        full = model(tokens).logits[:, prompt.shape[1] - 1:]
+    return torch.stack(cached, dim=1), full
+
+
+def prefill_then_step_logits(model, tokens, prefix=4):
+    """A decode model's logits for `tokens`: the prefix through a fresh cache, then one token a
+    step; and its full forward's, to compare."""
+    from shapelm.decode.model import make_cache
+
+    b, t = tokens.shape
+    with torch.no_grad():
+        full = model(tokens).logits
+        cache = make_cache(model, b, t)
+        outs = [model(tokens[:, :prefix], kv_cache=cache, start_pos=0).logits]
+        outs += [model(tokens[:, i:i + 1], kv_cache=cache, start_pos=i).logits for i in range(prefix, t)]
+    return torch.cat(outs, dim=1), full
+
+
+def assert_cached_decode_matches(model):
+    """Greedy cached decoding's logits equal the full forward's (a 2 x 7 prompt, 9 steps)."""
+    prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
+    cached, full = greedy_cached_and_full(model, prompt)
+    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
+
+
+def assert_remote_export_exact(tmp_path, model, name):
+    """`export-hf` with remote code, reloaded: the same logits to the last bit; returns the HF model."""
+    info, hf = export_and_load(tmp_path, model, name)
+    assert info["architecture"] == "ShapelmForCausalLM"
+    x = ids()
+    with torch.no_grad():
+        assert (hf(x).logits - model(x).logits).abs().max().item() == 0.0
+    return hf

@@ -27,6 +27,8 @@ DEFAULT = load_yaml(ROOT / "configs" / "default.yaml")
 DEFAULT_TEXT = (ROOT / "configs" / "default.yaml").read_text()
 RUN = "hg906m_hg"  # a longctx + decode run of the default
 LWS = {"kind": "lws", "variant": "baseline", "d_model": 64, "n_layers": 12, "head_dim": 16, "groups": 2}
+VW = {"kind": "variable_width", "d_model": 64, "n_layers": 6, "n_heads": 2, "max_layer": 4, "bottleneck": 0.5,
+      "multiple": 8}
 
 MISSING = object()
 
@@ -290,6 +292,12 @@ CROSS = {
     "heads-do-not-divide": (edit(f"runs.{RUN}.arch.n_heads", 3), "n_heads"),
     "kv-heads-do-not-divide": (edit(f"runs.{RUN}.arch.n_kv_heads", 3), "n_kv_heads"),
     "lws-unknown-variant": (edit(f"runs.{RUN}.arch", {**LWS, "variant": "diamond"}), "variant"),
+    "variable-width-unreachable-bottleneck": (edit(f"runs.{RUN}.arch", {**VW, "bottleneck": 0.01}),
+                                              f"runs.{RUN}.arch.bottleneck"),
+    "variable-width-heads-do-not-divide": (edit(f"runs.{RUN}.arch", {**VW, "n_heads": 3}), f"runs.{RUN}.arch.n_heads"),
+    "loops-below-one": (edit(f"runs.{RUN}.arch.loops", 0), f"runs.{RUN}.arch.loops"),
+    "variable-width-turning-layer-beyond-depth": (edit(f"runs.{RUN}.arch", {**VW, "max_layer": 7}),
+                                                  f"runs.{RUN}.arch.max_layer"),
     "corpus-vocab-above-model": (edit("data.default_corpus.vocab_size", 4096), "vocab_size"),
     "gpus-beyond-node": (edit("resources", {"gpus": 16, "runtime_min": 30}), "gpus"),
     "runtime-beyond-partition": (edit("resources.runtime_min", 5000), "runtime_min"),
@@ -637,6 +645,7 @@ VALID = {
     "label-with-quotes-and-braces": edit(f"runs.{RUN}.label", 'Hourglass "k=5" {{ not a template }}'),
     "dashed-names": edits(edit("name", "tiny-demo_2"), rename("scales.tiny", "tiny-cpu")),
     "task-set-and-task": edit(f"runs.{RUN}.eval", {"tasks": ["heldout_mc", "shapelm_heldout_ce"]}),
+    "variable-width": edit(f"runs.{RUN}.arch", VW),
 }
 
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from model_helpers import randomized  # norm weights away from ones, so misplaced norms show
+from model_helpers import greedy_cached_and_full, prefill_then_step_logits, randomized  # norm weights away from ones, so misplaced norms show
 
 from shapelm.accounting import (
     flops_per_token,
@@ -18,9 +18,8 @@ from shapelm.accounting import (
     param_counts,
 )
 from shapelm.model.cache import MLASpec
-from shapelm.decode.model import build_decode_model, make_cache
+from shapelm.decode.model import build_decode_model
 from shapelm.errors import ConfigError, ShapelmError
-from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
 
@@ -147,29 +146,16 @@ def test_bad_mixer_is_a_config_error(layer, message):
 def test_cached_generation_equals_uncached_forward(gate):
     model = randomized(gated_cfg(gate))
     prompt = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        cache = StaticKVCache(model.config, 2, 16)  # the greedy generator's cache
-        x, pos, cached = prompt, 0, []
-        for _ in range(9):
-            logits = model(x, kv_cache=cache, start_pos=pos).logits
-            pos += x.shape[1]
-            cached.append(logits[:, -1])
-            x = logits[:, -1].argmax(-1, keepdim=True)
-        tokens = torch.cat([prompt, torch.stack([c.argmax(-1) for c in cached[:-1]], dim=1)], dim=1)
-        full = model(tokens).logits[:, prompt.shape[1] - 1:]
-    torch.testing.assert_close(torch.stack(cached, dim=1), full, rtol=1e-5, atol=1e-5)
+    cached, full = greedy_cached_and_full(model, prompt)
+    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
 
 
 def test_decode_benchmark_model_with_gate_decodes_like_full_forward():
     model = build_decode_model(gated_cfg(), "native", seed=3)
     assert model.layers[0].attn.gate_proj is not None
     ids = torch.randint(0, V, (2, 11), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = make_cache(model, 2, 11)
-        outs = [model(ids[:, :4], kv_cache=cache, start_pos=0).logits]
-        outs += [model(ids[:, t:t + 1], kv_cache=cache, start_pos=t).logits for t in range(4, 11)]
-    torch.testing.assert_close(torch.cat(outs, dim=1), full, rtol=1e-5, atol=1e-5)
+    stepped, full = prefill_then_step_logits(model, ids)
+    torch.testing.assert_close(stepped, full, rtol=1e-5, atol=1e-5)
     with pytest.raises(ShapelmError, match="would drop its output gate"):
         build_decode_model(gated_cfg(), "mla", mla=MLASpec(24, 8))
 

@@ -34,6 +34,15 @@ formula that reproduces all 14 printed values (docs/PAPER_NOTES.md protocol 2):
     `fast_weight_state_bytes`.
 
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
+
+Variable residual width (arXiv 2606.18246, LayerShape.d_model): every per-layer term takes the
+layer's own width as d; the embeddings, final norm and LM head the model's d_model. The resizes
+between layers (zero-padding, truncation) hold no parameters and are counted as 0 FLOPs. The KV
+cache follows each layer's attention shape (kv_width = n_kv_heads * head_dim, so it scales with
+the layer's width when its heads do).
+
+Looped blocks (arXiv 2607.13491, ModelConfig.loops): parameters are the stored layers', counted
+once; FLOPs and KV bytes are the unrolled depth's (every round of every layer).
 """
 
 from __future__ import annotations
@@ -66,9 +75,9 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
     """`tie_embeddings` counts one shared input/output matrix (default: the config's setting;
     the released Hourglass code ties them, shapelm.recipes)."""
     tied = cfg.tie_embeddings if tie_embeddings is None else tie_embeddings
-    d = cfg.d_model
     attention = ffn = norm = 0
     for layer in cfg.layers:
+        d = layer.d_model or cfg.d_model  # a variable-width layer's own residual width
         attn = layer.attention
         if attn is not None:
             attention += d * (attn.d_attn + 2 * attn.kv_width) + attn.d_attn * d + d * gate_width(layer)
@@ -79,6 +88,7 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
         for width in layer.ffn_widths:
             ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
+    d = cfg.d_model
     norm += d  # final norm
     matrices = 1 if tied else 2
     return ParamCounts(embedding=matrices * cfg.vocab_size * d, attention=attention, ffn=ffn, norm=norm)
@@ -185,9 +195,9 @@ class FlopsPerToken:
 
 def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = None) -> FlopsPerToken:
     """Per-token FLOPs by the paper's A.8 accounting at sequence length `seq_len`."""
-    d = cfg.d_model
     dense = scores = 0.0
-    for layer in cfg.layers:
+    for layer in cfg.unrolled_layers:  # looped blocks: FLOPs per round, parameters once
+        d = layer.d_model or cfg.d_model
         attn = layer.attention
         if attn is not None:
             q, kv = attn.d_attn, attn.kv_width
@@ -227,7 +237,7 @@ def fast_weight_state_bytes(cfg: ModelConfig, bytes_per_element: int = 4) -> int
     for layer in cfg.layers:
         if layer.hope:
             copies = 2 + (1 if layer.cms_momentum else 0)
-            total += sum(copies * 3 * cfg.d_model * w for w in layer.ffn_widths)
+            total += sum(copies * 3 * (layer.d_model or cfg.d_model) * w for w in layer.ffn_widths)
     return total * bytes_per_element
 
 
@@ -247,9 +257,9 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     Generalised to per-layer shapes by summing the per-layer terms. Training FLOPs are about
     3x this; docs/PAPER_NOTES.md (protocol facts) notes the x3 misses the printed values by 2-9%.
     """
-    d = cfg.d_model
-    total = 2.0 * d * cfg.vocab_size
-    for layer in cfg.layers:
+    total = 2.0 * cfg.d_model * cfg.vocab_size
+    for layer in cfg.unrolled_layers:
+        d = layer.d_model or cfg.d_model
         if layer.attention is not None:
             a = layer.attention.d_attn
             total += 8 * d * a + 2 * attended_keys(layer, seq_len) * a + 2 * d * gate_width(layer)
@@ -264,7 +274,7 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
 def kv_cache_bytes_per_token(cfg: ModelConfig, bytes_per_element: int = 2) -> int:
     """M_KV / S = 2 * beta * sum over attention layers of the K (= V) width."""
     return sum(
-        2 * bytes_per_element * layer.attention.kv_width for layer in cfg.layers if layer.attention
+        2 * bytes_per_element * layer.attention.kv_width for layer in cfg.unrolled_layers if layer.attention
     )
 
 
@@ -282,12 +292,13 @@ SHAPE_COLUMNS = [
     "params_embedding", "params_attention", "params_ffn", "params_norm",
     "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
     "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
-    "kv_bytes_per_token", "state_bytes_per_seq",
+    "kv_bytes_per_token", "state_bytes_per_seq", "layer_widths", "loops",
 ]
 
 
 def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) -> dict[str, object]:
-    """One accounting row; per-layer fields are empty ("") when they vary across layers."""
+    """One accounting row; per-layer fields are empty ("") when they vary across layers, and
+    `layer_widths` lists the residual widths of a variable-width model (d_model: its embeddings')."""
     p = param_counts(cfg)
     per_token = flops_per_token(cfg, seq_len).train
 
@@ -315,6 +326,9 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         "train_flops_per_step_approx": 3 * approx_forward_flops_per_token(cfg, seq_len) * tokens_per_step,
         "kv_bytes_per_token": kv_cache_bytes_per_token(cfg),
         "state_bytes_per_seq": decoding_state_bytes(cfg),
+        # variable residual width: each layer's width, first to last ("" when all are d_model)
+        "layer_widths": " ".join(str(cfg.width(i)) for i in range(cfg.n_layers)) if cfg.variable_width else "",
+        "loops": cfg.loops,  # rounds over the n_layers stored layers (FLOPs and KV unrolled)
     }
 
 

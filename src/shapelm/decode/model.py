@@ -78,7 +78,7 @@ def build_decode_model(
         if mixer == "mla":
             for i, block in enumerate(model.layers):
                 if block.attn is not None:
-                    block.attn = MLAAttention(cfg, cfg.layers[i].attention, i, mla)
+                    block.attn = MLAAttention(dataclasses.replace(cfg, d_model=cfg.width(i)), cfg.layers[i].attention, i, mla)
     model = model.to(dtype=dtype).to_empty(device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():

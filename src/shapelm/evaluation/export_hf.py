@@ -37,6 +37,8 @@ def is_conventional(cfg: ModelConfig) -> bool:
     return (
         first.mixer == "attention"  # stock Llama/OLMo-2 attention has no output gate
         and len(first.ffn_widths) == 1
+        and first.d_model in (None, cfg.d_model)  # a stock model has one residual width
+        and cfg.loops == 1
         and all(layer == first for layer in cfg.layers)
     )
 
@@ -153,6 +155,7 @@ def remote_config(cfg: ModelConfig, eos_id: int | None = None) -> dict:
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.d_model,
         "layers": d["layers"],
+        "loops": cfg.loops,
         "max_position_embeddings": cfg.max_seq_len,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": cfg.rope_scaling,

@@ -14,6 +14,7 @@ class ShapelmConfig(PretrainedConfig):
         vocab_size=32000,
         hidden_size=512,
         layers=None,
+        loops=1,
         max_position_embeddings=4096,
         rope_theta=500000.0,
         rope_scaling=None,
@@ -30,6 +31,7 @@ class ShapelmConfig(PretrainedConfig):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.layers = list(layers or [])
+        self.loops = loops  # looped blocks: the stored layers run `loops` rounds
         self.num_hidden_layers = len(self.layers)
         self.max_position_embeddings = max_position_embeddings
         self.rope_theta = rope_theta

@@ -356,9 +356,30 @@ def _ffn(d, layer, j):
     return CMSLevel(d, width, layer["cms_chunks"][j], layer["cms_lr"], layer["cms_momentum"], layer["cms_decay"])
 
 
+def resize(x, width):
+    """Variable residual width: zero-pad the residual stream up to `width` or keep its first channels."""
+    d = x.shape[-1]
+    if d == width:
+        return x
+    return F.pad(x, (0, width - d)) if d < width else x[..., :width]
+
+
+class _LayerConfig:
+    """The model config as one layer sees it: hidden_size is the layer's own residual width."""
+
+    def __init__(self, config, width):
+        self._config, self.hidden_size = config, width
+
+    def __getattr__(self, key):
+        return getattr(self._config, key)
+
+
 class Block(nn.Module):
     def __init__(self, config, layer):
         super().__init__()
+        self.width = layer.get("d_model") or config.hidden_size
+        if self.width != config.hidden_size:
+            config = _LayerConfig(config, self.width)
         attn = layer.get("attention")
         d, eps = config.hidden_size, config.rms_norm_eps
         self.reordered = config.norm_placement == "reordered"
@@ -462,17 +483,18 @@ class ShapelmModel(ShapelmPreTrainedModel):
             diagonal = torch.arange(past + s, device=x.device) == past + torch.arange(s, device=x.device)[:, None]
             mask = mask | diagonal[None, None]  # no empty rows
         rope = {}
-        cache_idx = 0  # the cache's layers are the attention layers, in order
-        for block in self.layers:
+        cache_idx = 0  # the cache's layers are the attention layers as applied (a looped block's
+        # every round has its own keys and values)
+        for block in list(self.layers) * getattr(self.config, "loops", 1):  # looped blocks: round after round
             if block.attn is not None and block.attn.head_dim not in rope:
                 inv, factor = rope_inv_freq(block.attn.head_dim, self.config.rope_theta,
                                             self.config.shapelm_rope_scaling)
                 freqs = position_ids.to(torch.float32)[..., None] * inv.to(x.device)
                 emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [b, 1, s, head_dim]
                 rope[block.attn.head_dim] = ((emb.cos() * factor).to(x.dtype), (emb.sin() * factor).to(x.dtype))
-            x = block(x, rope, mask, cache, cache_idx)
+            x = block(resize(x, block.width), rope, mask, cache, cache_idx)
             cache_idx += block.attn is not None
-        return self.norm(x)
+        return self.norm(resize(x, self.config.hidden_size))
 
 
 class ShapelmForCausalLM(ShapelmPreTrainedModel, GenerationMixin):

@@ -10,7 +10,7 @@ Every kind also takes `mixer` (attention | gated_attention | titans | hope_atten
 (elementwise | headwise) for its attention layers, Titans' `titans_variant` (mac | mag | mal),
 `memory_hidden`, `memory_chunk`, `window`, `persistent_tokens`, and for hope_attention the CMS keys (`cms_chunks`, `cms_lr`, `cms_momentum`,
 `cms_decay`, `cms_tapered_level`; docs/SHAPES.md). Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
-`shapelm.model.schedules` (tapered, blocks, lws).
+`shapelm.model.schedules` (tapered, blocks, lws) and `shapelm.model.variable_width` (variable_width).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ COMMON_KEYS: dict[str, Any] = {
     "qk_norm": True,
     "norm_placement": "pre",
     "init_std": 0.02,
+    "loops": 1,  # looped blocks (arXiv 2607.13491): rounds over the stored layers
 }
 ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
 # Keys every kind accepts that set each attention layer's token mixer (LayerShape.mixer/gate).
@@ -128,6 +129,7 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
             f"{spec.name('norm_placement')} must be one of {list(NORM_PLACEMENTS)}, "
             f"got {settings['norm_placement']!r}"
         )
+    settings["loops"] = spec.int("loops", 1)
     try:
         return ModelConfig(d_model=spec.int("d_model"), layers=layers, **settings)
     except ConfigError as err:
@@ -241,24 +243,28 @@ def hourglass(spec: Spec) -> list[LayerShape]:
 
 @register("explicit", ("d_model", "layers"))
 def explicit(spec: Spec) -> list[LayerShape]:
-    """Every layer spelled out: [{n_heads, n_kv_heads, head_dim | attention: false, ffn: [w, ...]}]."""
+    """Every layer spelled out: [{n_heads, n_kv_heads, head_dim | attention: false, ffn: [w, ...],
+    d_model (optional: the layer's own residual width)}]."""
     entries = spec.get("layers")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{spec.name('layers')} must be a non-empty list")
     layers = []
     for i, entry in enumerate(entries):
         sub = Spec(entry, f"{spec.where}.layers[{i}]")
-        unknown = sorted(set(entry) - {"ffn", *ATTENTION_KEYS})
+        unknown = sorted(set(entry) - {"ffn", "d_model", *ATTENTION_KEYS})
         if unknown:
             raise ConfigError(f"{sub.where}: unknown key(s) {unknown}")
         widths = sub.get("ffn", [])
         if not isinstance(widths, list):
             raise ConfigError(f"{sub.name('ffn')} must be a list of widths")
-        attn = attention_shape(sub, d_model=spec.int("d_model"))
-        layers.append(LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in widths)))
+        # a layer's own residual width (variable width, docs/SHAPES.md); default the model's
+        width = sub.int("d_model", spec.int("d_model"))
+        attn = attention_shape(sub, d_model=width)
+        layers.append(LayerShape(attention=attn, ffn_widths=tuple(int(w) for w in widths),
+                                 d_model=None if width == spec.int("d_model") else width))
     return layers
 
 
 def _load_schedule_kinds() -> None:
     # Imported lazily: schedules registers its kinds into this module's registry.
-    from shapelm.model import schedules  # noqa: F401
+    from shapelm.model import schedules, variable_width  # noqa: F401

@@ -68,7 +68,7 @@ class StaticKVCache:
         self.k: list[torch.Tensor | None] = []
         self.v: list[torch.Tensor | None] = []
         self._lens: list[int] = []
-        for layer in cfg.layers:
+        for layer in cfg.unrolled_layers:  # looped blocks: one buffer per round of each layer
             attn = layer.attention
             if attn is None:
                 self.k.append(None)

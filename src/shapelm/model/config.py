@@ -96,6 +96,9 @@ class LayerShape:
     cms_lr: float | None = None
     cms_momentum: float | None = None
     cms_decay: float | None = None
+    # Variable residual width (arXiv 2606.18246): this layer's residual width, None = the model's
+    # d_model. The stream is resized to it before the layer and back to d_model after the last.
+    d_model: int | None = None
 
     def __post_init__(self) -> None:
         if self.mixer is None:
@@ -140,6 +143,8 @@ class LayerShape:
         if self.hope:
             out.update({key: getattr(self, key) for key in CMS_KEYS})
             out["cms_chunks"] = list(self.cms_chunks)
+        if self.d_model is not None:
+            out["d_model"] = self.d_model
         return out
 
 
@@ -158,6 +163,9 @@ class ModelConfig:
     norm_placement: str = "pre"
     init_std: float = 0.02
     tie_embeddings: bool = False
+    # Looped blocks (arXiv 2607.13491): the stored layers applied `loops` rounds in order, so the
+    # unrolled depth is loops * n_layers with the parameters of n_layers.
+    loops: int = 1
 
     def __post_init__(self) -> None:
         self.layers = [_coerce_layer(layer) for layer in self.layers]
@@ -180,6 +188,10 @@ class ModelConfig:
             )
         if self.tie_embeddings:
             raise ConfigError("tie_embeddings: the papers' models use untied embeddings")
+        if isinstance(self.loops, bool) or not isinstance(self.loops, int) or self.loops < 1:
+            raise ConfigError(f"loops must be an integer >= 1, got {self.loops!r}")
+        if self.loops > 1 and self.has_recurrent_state:
+            raise ConfigError("loops: a layer with a recurrent state (titans, hope_attention) cannot be looped")
         for key in ("rope_theta", "norm_eps", "init_std"):  # a checkpoint's config, not only the schema's
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
@@ -188,6 +200,9 @@ class ModelConfig:
         for i, layer in enumerate(self.layers):
             attn = layer.attention
             _validate_mixer(i, layer)
+            if layer.d_model is not None and (
+                    isinstance(layer.d_model, bool) or not isinstance(layer.d_model, int) or layer.d_model <= 0):
+                raise ConfigError(f"layers[{i}].d_model must be a positive integer, got {layer.d_model!r}")
             if attn is not None:
                 for key in ("n_heads", "n_kv_heads", "head_dim"):
                     if getattr(attn, key) <= 0:
@@ -216,6 +231,14 @@ class ModelConfig:
                     math.isfinite(factor) and factor >= 1):
                 raise ConfigError(f"rope_scaling.factor must be a finite number >= 1, got {factor!r}")
 
+    def width(self, i: int) -> int:
+        """Layer i's residual width (its own `d_model`, else the model's)."""
+        return self.layers[i].d_model or self.d_model
+
+    @property
+    def variable_width(self) -> bool:
+        return any(layer.d_model not in (None, self.d_model) for layer in self.layers)
+
     @property
     def has_attention(self) -> bool:
         return any(layer.attention is not None for layer in self.layers)
@@ -231,9 +254,16 @@ class ModelConfig:
         values = {_layer_attr(layer, attr) for layer in self.layers}
         return values.pop() if len(values) == 1 else None
 
+    @property
+    def unrolled_layers(self) -> list[LayerShape]:
+        """The layers in the order they run: every stored layer once per loop round."""
+        return self.layers * self.loops
+
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["layers"] = [layer.to_dict() for layer in self.layers]
+        if self.loops == 1:  # configs written before loops existed keep their fingerprints
+            del out["loops"]
         return out
 
     @classmethod
@@ -317,7 +347,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         return layer
     if not isinstance(layer, dict):
         raise ConfigError(f"a layer must be a mapping, got {type(layer).__name__}")
-    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", *TITANS_DEFAULTS, *CMS_KEYS})
+    unknown = sorted(set(layer) - {"attention", "ffn_widths", "mixer", "gate", "d_model", *TITANS_DEFAULTS, *CMS_KEYS})
     if unknown:
         raise ConfigError(f"unknown layer key(s): {', '.join(unknown)}")
     attn = layer.get("attention")
@@ -334,6 +364,7 @@ def _coerce_layer(layer: Any) -> LayerShape:
         **{key: layer.get(key) for key in TITANS_DEFAULTS},
         cms_chunks=tuple(layer["cms_chunks"]) if layer.get("cms_chunks") is not None else None,
         **{key: layer.get(key) for key in ("cms_lr", "cms_momentum", "cms_decay")},
+        d_model=layer.get("d_model"),
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import ATTENTION_KEYS, Spec, attention_shape, register
+from shapelm.model.builders import ATTENTION_KEYS, Spec, _ffn_width, attention_shape, register
 from shapelm.model.config import AttentionShape, LayerShape
 
 __all__ = [
@@ -277,6 +277,52 @@ def blocks(spec: Spec) -> list[LayerShape]:
         name=spec.name,
     )
     return [LayerShape(attention=attn, ffn_widths=(w,)) for w in widths]
+
+
+# --------------------------------------------------------------------------------------------
+# Head schedules (Prism, arXiv 2606.27449)
+# --------------------------------------------------------------------------------------------
+
+
+def head_counts(n_layers: int, heads: Sequence[int], *, name: Namer = _plain) -> list[int]:
+    """Per-layer head counts: an explicit list (one per layer), or [first, last] doubling from
+    first to last over contiguous blocks as even as `block_sizes` makes them (e.g. 12 layers,
+    [4, 16] -> 4 layers of 4, 8 and 16 heads)."""
+    if not isinstance(heads, list) or not heads or any(
+            isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in heads):
+        raise ConfigError(f"{name('heads')} must be a list of head counts >= 1, got {heads!r}")
+    if len(heads) == n_layers:
+        return list(heads)
+    if len(heads) != 2:
+        raise ConfigError(f"{name('heads')}: give [first, last] or one count per layer ({n_layers}), "
+                          f"got {len(heads)} values")
+    first, last = heads
+    ratio = max(first, last) / min(first, last)
+    steps = round(math.log2(ratio))
+    if 2**steps != ratio:
+        raise ConfigError(f"{name('heads')}: [first, last] must differ by a power of two, got {heads}")
+    if steps + 1 > n_layers:
+        raise ConfigError(f"{name('heads')}: {steps + 1} head counts need at least as many layers, got {n_layers}")
+    counts = [first * 2**b if last >= first else first // 2**b for b in range(steps + 1)]
+    return [c for c, size in zip(counts, block_sizes(n_layers, steps + 1)) for _ in range(size)]
+
+
+@register("head_schedule", ("d_model", "n_layers", "d_h", "ffn_ratio", "heads", "d_attn"))
+def head_schedule(spec: Spec) -> list[LayerShape]:
+    """Prism's progressive head counts (arXiv 2606.27449): every layer keeps d_attn (default
+    d_model) and splits it into its own number of heads (head_dim = d_attn / heads, MHA), so the
+    parameters equal the uniform model's; the FLOPs too when the mean head count is the uniform
+    one (only the softmax's 3 S H term depends on the head count)."""
+    n_layers = spec.int("n_layers")
+    d_attn = spec.int("d_attn", spec.int("d_model"))
+    ffn = _ffn_width(spec)
+    layers = []
+    for i, n in enumerate(head_counts(n_layers, spec.get("heads"), name=spec.name)):
+        if d_attn % n or (d_attn // n) % 2:
+            raise ConfigError(f"{spec.name('heads')}: layer {i + 1}'s {n} heads do not split d_attn={d_attn} "
+                              f"into heads of an even size (RoPE)")
+        layers.append(LayerShape(attention=AttentionShape(n, n, d_attn // n), ffn_widths=(ffn,)))
+    return layers
 
 
 # --------------------------------------------------------------------------------------------

@@ -44,6 +44,15 @@ from shapelm.model.rope import apply_rope, rope_cos_sin, rope_inv_freq
 from shapelm.model.titans import NeuralMemory
 
 
+def resize(x: torch.Tensor, width: int) -> torch.Tensor:
+    """The parameter-free resize of a variable-width residual stream (arXiv 2606.18246's zero
+    expansion): zero-pad the last axis up to `width`, or keep its first `width` channels."""
+    d = x.shape[-1]
+    if d == width:
+        return x
+    return F.pad(x, (0, width - d)) if d < width else x[..., :width]
+
+
 def _recomputed(fn, *args):
     """fn(*args), its intermediates recomputed in backward rather than saved."""
     if not torch.is_grad_enabled():
@@ -60,6 +69,20 @@ class KVCache(Protocol):
     def update(
         self, layer_idx: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class _RoundCache:
+    """A KV cache as a later loop round of looped blocks sees it: layer i's keys go to the
+    cache's layer offset + i (the cache holds one buffer per round of each layer)."""
+
+    def __init__(self, cache: KVCache, offset: int) -> None:
+        self.cache, self.offset = cache, offset
+
+    def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
+        return self.cache.update(self.offset + layer_idx, k, v)
+
+    def __getattr__(self, key):  # key_mask and the rest: the cache's own
+        return getattr(self.cache, key)
 
 
 class ModelOutput(NamedTuple):
@@ -321,6 +344,9 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
         shape = cfg.layers[layer_idx]
+        self.width = cfg.width(layer_idx)
+        if self.width != cfg.d_model:  # a variable-width layer: its modules see its own residual width
+            cfg = dataclasses.replace(cfg, d_model=self.width)
         self.reordered = cfg.norm_placement == "reordered"
         self.attn = MIXER_MODULES[shape.mixer](cfg, shape, layer_idx) if shape.attention else None
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if shape.attention else None
@@ -419,15 +445,18 @@ class Transformer(nn.Module):
         x = self.embed_tokens(input_ids)
         positions = torch.arange(start_pos, start_pos + input_ids.shape[1], device=input_ids.device)
         rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for block in self.layers:
+        n = len(self.layers)
+        for i in range(n * self.config.loops):  # looped blocks: the stored layers, round after round
+            block = self.layers[i % n]
+            cache = kv_cache if kv_cache is None or i < n else _RoundCache(kv_cache, i - i % n)
             cos = sin = None
             if block.attn is not None:
                 hd = block.attn.shape.head_dim
                 if hd not in rope_tables:
                     rope_tables[hd] = self._cos_sin(hd, positions, x.dtype)
                 cos, sin = rope_tables[hd]
-            x = block(x, cos, sin, kv_cache)
-        return self.norm(x)
+            x = block(resize(x, block.width), cos, sin, cache)
+        return self.norm(resize(x, self.config.d_model))
 
     def forward(
         self,
