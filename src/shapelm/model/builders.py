@@ -10,7 +10,7 @@ Every kind also takes `mixer` (attention | gated_attention | titans | hope_atten
 (elementwise | headwise) for its attention layers, Titans' `titans_variant` (mac | mag | mal),
 `memory_hidden`, `memory_chunk`, `window`, `persistent_tokens`, and for hope_attention the CMS keys (`cms_chunks`, `cms_lr`, `cms_momentum`,
 `cms_decay`, `cms_tapered_level`; docs/SHAPES.md). Kinds: conventional, hourglass, explicit (one entry per layer), and the schedule kinds in
-`shapelm.model.schedules` (tapered, blocks, lws) and `shapelm.model.variable_width` (variable_width).
+`shapelm.model.schedules` (tapered, blocks, lws, variable_width, head_schedule).
 """
 
 from __future__ import annotations
@@ -267,4 +267,4 @@ def explicit(spec: Spec) -> list[LayerShape]:
 
 def _load_schedule_kinds() -> None:
     # Imported lazily: schedules registers its kinds into this module's registry.
-    from shapelm.model import schedules, variable_width  # noqa: F401
+    from shapelm.model import schedules  # noqa: F401

@@ -29,8 +29,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import ATTENTION_KEYS, Spec, _ffn_width, attention_shape, register
+from shapelm.model.builders import ATTENTION_KEYS, COMMON_KEYS, Spec, _ffn_width, attention_shape, register
 from shapelm.model.config import AttentionShape, LayerShape
+from shapelm.model.variable_width import FFN_RATIO, RESIZES, solve_widths
+from shapelm.model.variable_width import SCHEDULES as WIDTH_SCHEDULES
 
 __all__ = [
     "LWS_VARIANTS",
@@ -277,6 +279,47 @@ def blocks(spec: Spec) -> list[LayerShape]:
         name=spec.name,
     )
     return [LayerShape(attention=attn, ffn_widths=(w,)) for w in widths]
+
+
+# --------------------------------------------------------------------------------------------
+# Variable residual width (arXiv 2606.18246; the solve in shapelm.model.variable_width)
+# --------------------------------------------------------------------------------------------
+
+
+VARIABLE_WIDTH_KEYS = (
+    "d_model", "n_layers", "n_heads", "schedule", "max_layer", "bottleneck", "symmetric", "multiple",
+    "resize",
+)
+
+
+@register("variable_width", VARIABLE_WIDTH_KEYS)
+def variable_width(spec: Spec) -> list[LayerShape]:
+    """Per-layer residual widths (arXiv 2606.18246); each layer: n_heads heads of width h_i / n_heads
+    (d_attn = h_i) and one SwiGLU of width 4 h_i."""
+    h = spec.int("d_model")
+    n_layers = spec.int("n_layers")
+    n_heads = spec.int("n_heads")
+    spec.choice("resize", RESIZES, "zero")
+    symmetric = spec.get("symmetric", True)
+    if not isinstance(symmetric, bool):
+        raise ConfigError(f"{spec.name('symmetric')} must be true or false, got {symmetric!r}")
+
+    widths = solve_widths(
+        h, n_layers, spec.int("vocab_size", COMMON_KEYS["vocab_size"]),
+        schedule=spec.choice("schedule", WIDTH_SCHEDULES, "geometric"),
+        max_layer=spec.int("max_layer"), bottleneck=spec.number("bottleneck"), symmetric=symmetric,
+        multiple=spec.int("multiple", 32), name=spec.name,
+    )
+    layers = []
+    for i, w in enumerate(widths):
+        if w % n_heads or (w // n_heads) % 2:
+            raise ConfigError(
+                f"{spec.name('n_heads')}={n_heads} does not split layer {i + 1}'s width {w} into heads of an "
+                f"even size (RoPE); choose n_heads or {spec.name('multiple')} so that 2 * n_heads divides it"
+            )
+        attn = AttentionShape(n_heads=n_heads, n_kv_heads=n_heads, head_dim=w // n_heads)
+        layers.append(LayerShape(attention=attn, ffn_widths=(FFN_RATIO * w,), d_model=None if w == h else w))
+    return layers
 
 
 # --------------------------------------------------------------------------------------------

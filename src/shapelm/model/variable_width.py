@@ -1,4 +1,5 @@
-"""Variable residual width (Variable-Width Transformers, arXiv 2606.18246): kind "variable_width".
+"""Variable residual width (Variable-Width Transformers, arXiv 2606.18246): the width solve of kind
+"variable_width" (registered in `shapelm.model.schedules`).
 
 Layer i (1-indexed) has its own residual width h_i; the residual stream is resized between
 layers without parameters (`shapelm.model.transformer.resize`: zero-padding when it widens, truncation when it narrows).
@@ -28,17 +29,11 @@ from __future__ import annotations
 import math
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import COMMON_KEYS, Spec, register
-from shapelm.model.config import AttentionShape, LayerShape
 
 SCHEDULES = ("geometric", "arithmetic")
 RESIZES = ("zero",)
 #: The SwiGLU width per unit of residual width in every layer (the paper's 4h MLP).
 FFN_RATIO = 4
-VARIABLE_WIDTH_KEYS = (
-    "d_model", "n_layers", "n_heads", "schedule", "max_layer", "bottleneck", "symmetric", "multiple",
-    "resize",
-)
 
 
 def matched_params(widths: list[float], h: float, vocab: int) -> float:
@@ -138,33 +133,3 @@ def solve_widths(h: int, n_layers: int, vocab: int, *, schedule: str = "geometri
             f"half of {name('multiple')}={multiple}; the schedule cannot reach its bottleneck at this multiple"
         )
     return widths
-
-
-@register("variable_width", VARIABLE_WIDTH_KEYS)
-def variable_width(spec: Spec) -> list[LayerShape]:
-    """Per-layer residual widths (arXiv 2606.18246); each layer: n_heads heads of width h_i / n_heads
-    (d_attn = h_i) and one SwiGLU of width 4 h_i."""
-    h = spec.int("d_model")
-    n_layers = spec.int("n_layers")
-    n_heads = spec.int("n_heads")
-    spec.choice("resize", RESIZES, "zero")
-    symmetric = spec.get("symmetric", True)
-    if not isinstance(symmetric, bool):
-        raise ConfigError(f"{spec.name('symmetric')} must be true or false, got {symmetric!r}")
-
-    widths = solve_widths(
-        h, n_layers, spec.int("vocab_size", COMMON_KEYS["vocab_size"]),
-        schedule=spec.choice("schedule", SCHEDULES, "geometric"),
-        max_layer=spec.int("max_layer"), bottleneck=spec.number("bottleneck"), symmetric=symmetric,
-        multiple=spec.int("multiple", 32), name=spec.name,
-    )
-    layers = []
-    for i, w in enumerate(widths):
-        if w % n_heads or (w // n_heads) % 2:
-            raise ConfigError(
-                f"{spec.name('n_heads')}={n_heads} does not split layer {i + 1}'s width {w} into heads of an "
-                f"even size (RoPE); choose n_heads or {spec.name('multiple')} so that 2 * n_heads divides it"
-            )
-        attn = AttentionShape(n_heads=n_heads, n_kv_heads=n_heads, head_dim=w // n_heads)
-        layers.append(LayerShape(attention=attn, ffn_widths=(FFN_RATIO * w,), d_model=None if w == h else w))
-    return layers
