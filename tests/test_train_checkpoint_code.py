@@ -57,6 +57,22 @@ def _reseal(path: Path) -> None:
     (path / "meta.json").write_text(json.dumps(meta))
 
 
+def _rig_lr_item(path: Path, payload) -> None:
+    """Point the optimizer's lr item (torch.save bytes in a shard) at `payload`, appended to the
+    shard, and reseal: the index stays plain DCP metadata."""
+    index = ckpt.read_dcp_metadata(path / "dcp")
+    key = next(k for k in index.storage_data if k.fqn.endswith(".lr"))
+    info = index.storage_data[key]
+    shard = path / "dcp" / info.relative_path
+    blob = io.BytesIO()
+    torch.save(payload, blob)
+    info.offset, info.length = shard.stat().st_size, len(blob.getvalue())
+    with open(shard, "ab") as f:
+        f.write(blob.getvalue())
+    (path / "dcp" / ".metadata").write_bytes(pickle.dumps(index))
+    _reseal(path)
+
+
 def test_a_checkpoint_without_its_checksum_list_is_not_used(tmp_path, caplog):
     older, newer = _sharded_checkpoint(tmp_path, 1), _sharded_checkpoint(tmp_path, 2)
     meta = json.loads((newer / "meta.json").read_text())
@@ -104,18 +120,7 @@ def test_code_in_a_non_tensor_dcp_item_is_not_run(tmp_path):
     reads them with weights_only=False. Point one at an appended pickle that runs code."""
     path = _sharded_checkpoint(tmp_path)
     marker = tmp_path / "code-ran"
-    index = ckpt.read_dcp_metadata(path / "dcp")
-    key = next(k for k, info in index.storage_data.items() if k.fqn.endswith(".lr"))
-    shard = path / "dcp" / index.storage_data[key].relative_path
-    blob = io.BytesIO()
-    torch.save(_RunsCode(marker), blob)
-    offset = shard.stat().st_size
-    with open(shard, "ab") as f:
-        f.write(blob.getvalue())
-    info = index.storage_data[key]
-    info.offset, info.length = offset, len(blob.getvalue())
-    (path / "dcp" / ".metadata").write_bytes(pickle.dumps(index))
-    _reseal(path)
+    _rig_lr_item(path, _RunsCode(marker))
     # the index itself is plain DCP metadata; the item is refused before any state is loaded
     why = ckpt.problem(path)
     assert why is not None and "optimizer.param_groups.0.lr: not plain data" in why and "\n" not in why
@@ -174,17 +179,7 @@ def test_a_full_checkpoint_naming_code_is_skipped_for_the_previous_one(name, rig
 def test_a_sharded_checkpoint_with_a_refused_dcp_item_is_skipped_for_the_previous_one(tmp_path, caplog):
     older, newer = _sharded_checkpoint(tmp_path, 1), _sharded_checkpoint(tmp_path, 2)
     marker = tmp_path / "code-ran"
-    index = ckpt.read_dcp_metadata(newer / "dcp")
-    key = next(k for k, info in index.storage_data.items() if k.fqn.endswith(".lr"))
-    shard = newer / "dcp" / index.storage_data[key].relative_path
-    blob = io.BytesIO()
-    torch.save(_CallsSystem(marker), blob)
-    info = index.storage_data[key]
-    info.offset, info.length = shard.stat().st_size, len(blob.getvalue())
-    with open(shard, "ab") as f:
-        f.write(blob.getvalue())
-    (newer / "dcp" / ".metadata").write_bytes(pickle.dumps(index))
-    _reseal(newer)
+    _rig_lr_item(newer, _CallsSystem(marker))
     with caplog.at_level(logging.WARNING):
         assert ckpt.latest_valid(tmp_path) == (1, older)
     assert "not plain data" in caplog.text
