@@ -189,3 +189,23 @@ def test_inputs_round_trip_through_the_command_line():
     add_commands(parser.add_subparsers())
     args = parser.parse_args(["fetch", *inp.args(), "--out", "x.json"])
     assert (args.kind, args.repo, args.config, args.name) == ("task", "allenai/ai2_arc", "ARC-Easy", "task-x")
+
+
+@pytest.mark.parametrize("repo", ["../../etc", "owner/../etc", "/etc/passwd", "owner/name/extra", "name",
+                                  "owner/na..me", "owner/-name", "own er/name", "owner/name\n"])
+def test_a_repo_that_is_not_owner_name_is_refused_in_one_line_naming_the_option(repo, tmp_path, hub):
+    proc = fetch_cli(tmp_path, hub, "--kind", "model", "--repo", repo, "--name", "x")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "--repo" in lines[0] and "owner/name" in lines[0] and "Traceback" not in proc.stderr
+    assert HubHandler.requests == [] and not (tmp_path / "rec.json").exists() and not (tmp_path / "hub").exists()
+
+
+@pytest.mark.parametrize("config", ["paper.yaml", "one-gpu.yaml"])
+def test_every_hub_input_the_configs_name_passes_the_repo_check(config):
+    from shapelm.fetch import HUB_REPO_ID
+    from shapelm.plan.experiment import load_experiment
+
+    inputs = experiment_inputs(load_experiment(Path(__file__).resolve().parents[1] / "configs" / config))
+    hub = [inp.repo for inp in inputs.values() if inp.kind != "file"]
+    assert hub and all(HUB_REPO_ID.fullmatch(repo) for repo in hub), hub

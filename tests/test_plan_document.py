@@ -101,3 +101,46 @@ def test_mfu_peak_is_the_device_s_then_the_scale_s_configured_one(exp):
     assert plan.peak_flops(run, "NVIDIA H100 80GB HBM3") == peak_flops_for("NVIDIA H100 80GB HBM3") > 0
     assert plan.peak_flops(run, "a device of no known peak") == 123e12
     assert unconfigured.peak_flops(run, "a device of no known peak") is None
+
+
+def _broken_plans(exp, tmp_path):
+    doc = json.loads(write_plan(exp, tmp_path / "good.json").read_text())
+    out = {}
+    for name, change, key in [("no_runs", lambda d: d.pop("runs"), "missing key 'runs'"),
+                              ("tables_list", lambda d: d.update(tables=list(d["tables"])), "'tables' should be"),
+                              ("run_no_config", lambda d: next(iter(d["runs"].values())).pop("config"),
+                               "missing key 'config'")]:
+        d = json.loads(json.dumps(doc))
+        change(d)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "plan.json").write_text(json.dumps(d))
+        out[name] = key
+    (tmp_path / "not_utf8").mkdir()
+    (tmp_path / "not_utf8" / "plan.json").write_bytes(b'{"version": 2, "name": "\xff"}')
+    out["not_utf8"] = "not UTF-8"
+    (tmp_path / "a_dir" / "plan.json").mkdir(parents=True)
+    out["a_dir"] = "a directory"
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "plan.json").write_text('{"version": 2, "runs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    out["deep"] = "nested too deeply"
+    return out
+
+
+def test_a_malformed_plan_is_one_line_naming_the_file_and_key(exp, tmp_path):
+    for name, key in _broken_plans(exp, tmp_path).items():
+        path = tmp_path / name / "plan.json"
+        with pytest.raises(ConfigError) as err:
+            load_plan(path)
+        msg = str(err.value)
+        assert "\n" not in msg and str(path) in msg and key in msg, (name, msg)
+
+
+def test_shapelm_results_build_on_a_malformed_plan_prints_one_line_and_exits_2(exp, tmp_path):
+    broken = _broken_plans(exp, tmp_path)
+    for name in ("no_runs", "tables_list", "not_utf8", "a_dir"):
+        proc = subprocess.run([sys.executable, "-c", "import sys; from shapelm.cli import main; sys.exit(main())",
+                               "results", "build", str(tmp_path / name / "plan.json")],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 2, (name, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0, (name, proc.stderr)
+        assert broken[name] in proc.stderr, (name, proc.stderr)

@@ -106,3 +106,25 @@ def test_the_decode_merge_rebuilds_the_committed_decode_json(tmp_path, monkeypat
     monkeypatch.chdir(ROOT)
     out = merge_results(sources).write(tmp_path / "decode.json")
     assert out.read_bytes() == merged.read_bytes()
+
+
+@pytest.mark.parametrize("body, what", [
+    (b'{"ppl": "\xff\xfe"}', "not UTF-8 text"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (None, "cannot read it|not a file"),
+])
+def test_an_unreadable_record_is_one_line_naming_the_file(body, what, tmp_path):
+    path = tmp_path / "ppl.json"
+    path.mkdir() if body is None else path.write_bytes(body)
+    with pytest.raises(R.RecordError, match=what) as err:
+        R.PplRecord.read(path)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_metrics_with_invalid_utf8_is_one_line_naming_the_file_and_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(R.metrics_line({"step": 1, "loss": 3.0}).encode() + b'{"step": 2, "loss": "\xff"}\n')
+    with pytest.raises(R.RecordError, match="metrics.jsonl: line 2 is not UTF-8") as err:
+        list(R.read_metrics(path))
+    assert "\n" not in str(err.value)
+

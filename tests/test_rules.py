@@ -300,3 +300,35 @@ def test_a_refused_job_is_not_retried_a_preempted_one_is(tmp_path, code, attempt
         assert (tmp_path / "job.log").read_text() == (
             "not retried: the previous attempt was refused: "
             "shapelm train: error: locked by pid 7\n")
+
+
+def test_a_refused_job_never_overwrites_the_running_job_s_log(tmp_path):
+    """Two Snakemake runs on one directory: Snakemake deletes a job's declared log before running
+    it, so a job refused because another trainer holds the run would wipe the running one's log.
+    The train rules' command (jobs.logged_per_attempt) logs each attempt to a file of its own,
+    the declared log a symlink to it: the refused job removes only the symlink."""
+    (tmp_path / "Snakefile").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'src')!r})\n"
+        "from shapelm.plan import jobs\n\n\n"
+        "rule job:\n"
+        '    output:\n        "done.txt",\n'
+        '    log:\n        "logs/train.log",\n'
+        "    shell:\n"
+        "        jobs.not_retried_when_refused(jobs.logged_per_attempt(\"echo 'shapelm train: error: "
+        "run locked by pid 7'; exit 2\", '{log:q}'), '.refused', '{log:q}')\n")
+    running = tmp_path / "logs" / "train.log.attempts" / "20260101T000000Z-7.log"
+    running.parent.mkdir(parents=True)
+    running.write_text("== attempt started ==\nstep 100 loss 3.2\n")
+    (tmp_path / "logs" / "train.log").symlink_to(running.relative_to(tmp_path / "logs"))
+    env = {k: v for k, v in user_env().items() if k != "SHAPELM_WORKFLOW_RUN"}
+    proc = subprocess.run([SNAKEMAKE, "--cores", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert running.read_text() == "== attempt started ==\nstep 100 loss 3.2\n"  # untouched
+    attempts = sorted(running.parent.iterdir())
+    assert len(attempts) == 2
+    log = tmp_path / "logs" / "train.log"
+    assert log.is_symlink() and log.resolve() == (attempts[1] if attempts[0] == running else attempts[0]).resolve()
+    text = log.read_text()
+    assert text.startswith("== attempt started ") and text.endswith("shapelm train: error: run locked by pid 7\n")
+    assert "run locked by pid 7" in (tmp_path / ".refused").read_text()

@@ -57,6 +57,22 @@ def _reseal(path: Path) -> None:
     (path / "meta.json").write_text(json.dumps(meta))
 
 
+def _rig_lr_item(path: Path, payload) -> None:
+    """Point the optimizer's lr item (torch.save bytes in a shard) at `payload`, appended to the
+    shard, and reseal: the index stays plain DCP metadata."""
+    index = ckpt.read_dcp_metadata(path / "dcp")
+    key = next(k for k in index.storage_data if k.fqn.endswith(".lr"))
+    info = index.storage_data[key]
+    shard = path / "dcp" / info.relative_path
+    blob = io.BytesIO()
+    torch.save(payload, blob)
+    info.offset, info.length = shard.stat().st_size, len(blob.getvalue())
+    with open(shard, "ab") as f:
+        f.write(blob.getvalue())
+    (path / "dcp" / ".metadata").write_bytes(pickle.dumps(index))
+    _reseal(path)
+
+
 def test_a_checkpoint_without_its_checksum_list_is_not_used(tmp_path, caplog):
     older, newer = _sharded_checkpoint(tmp_path, 1), _sharded_checkpoint(tmp_path, 2)
     meta = json.loads((newer / "meta.json").read_text())
@@ -104,20 +120,69 @@ def test_code_in_a_non_tensor_dcp_item_is_not_run(tmp_path):
     reads them with weights_only=False. Point one at an appended pickle that runs code."""
     path = _sharded_checkpoint(tmp_path)
     marker = tmp_path / "code-ran"
-    index = ckpt.read_dcp_metadata(path / "dcp")
-    key = next(k for k, info in index.storage_data.items() if k.fqn.endswith(".lr"))
-    shard = path / "dcp" / index.storage_data[key].relative_path
-    blob = io.BytesIO()
-    torch.save(_RunsCode(marker), blob)
-    offset = shard.stat().st_size
-    with open(shard, "ab") as f:
-        f.write(blob.getvalue())
-    info = index.storage_data[key]
-    info.offset, info.length = offset, len(blob.getvalue())
-    (path / "dcp" / ".metadata").write_bytes(pickle.dumps(index))
-    _reseal(path)
-    assert ckpt.problem(path) is None  # the index itself is plain DCP metadata
+    _rig_lr_item(path, _RunsCode(marker))
+    # the index itself is plain DCP metadata; the item is refused before any state is loaded
+    why = ckpt.problem(path)
+    assert why is not None and "optimizer.param_groups.0.lr: not plain data" in why and "\n" not in why
     model, opt = _tiny()
     with pytest.raises(ckpt.UnsafeCheckpointError, match="optimizer.param_groups.0.lr: not plain data"):
         ckpt.load_sharded(path, model, opt)
+    assert not marker.exists()
+
+
+def _full_checkpoint(out: Path, step: int) -> Path:
+    """A full-format checkpoint (model.pt, optimizer.pt, trainer.pt), sealed as training seals it."""
+    model, opt = _tiny()
+    tmp = ckpt.begin_save(out, step)
+    digests = {"model.pt": ckpt.save_torch(model.state_dict(), tmp / "model.pt"),
+               "optimizer.pt": ckpt.save_torch(opt.state_dict(), tmp / "optimizer.pt"),
+               "trainer.pt": ckpt.save_torch({"step": step}, tmp / "trainer.pt")}
+    return ckpt.finish_save(tmp, step, {}, digests)
+
+
+class _CallsSystem:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
+def _rig_torch_save(path: Path, marker: Path) -> None:
+    torch.save({"step": 2, "payload": _CallsSystem(marker)}, path)
+
+
+def _rig_raw_pickle(path: Path, marker: Path) -> None:
+    # protocol 0, a GLOBAL opcode naming os.system and a call of it: no torch container at all
+    path.write_bytes(b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+
+
+@pytest.mark.parametrize("name", ["model.pt", "optimizer.pt", "trainer.pt"])
+@pytest.mark.parametrize("rig", [_rig_torch_save, _rig_raw_pickle], ids=["torch_save", "raw_pickle"])
+def test_a_full_checkpoint_naming_code_is_skipped_for_the_previous_one(name, rig, tmp_path, caplog):
+    older, newer = _full_checkpoint(tmp_path, 1), _full_checkpoint(tmp_path, 2)
+    marker = tmp_path / "code-ran"
+    rig(newer / name, marker)
+    _reseal(newer)  # the checksums match: only the weights-only load can tell
+    why = ckpt.problem(newer)
+    assert why is not None and name in why and "\n" not in why
+    with caplog.at_level(logging.WARNING):
+        assert ckpt.latest_valid(tmp_path) == (1, older)  # the run resumes from the older one
+    assert "step-00000002: checkpoint skipped, the previous one is used instead" in caplog.text
+    assert ckpt.load_torch(older / "trainer.pt") == {"step": 1}
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=name):
+        ckpt.load_model_state(newer)
+    assert not marker.exists()
+
+
+def test_a_sharded_checkpoint_with_a_refused_dcp_item_is_skipped_for_the_previous_one(tmp_path, caplog):
+    older, newer = _sharded_checkpoint(tmp_path, 1), _sharded_checkpoint(tmp_path, 2)
+    marker = tmp_path / "code-ran"
+    _rig_lr_item(newer, _CallsSystem(marker))
+    with caplog.at_level(logging.WARNING):
+        assert ckpt.latest_valid(tmp_path) == (1, older)
+    assert "not plain data" in caplog.text
+    model, opt = _tiny()
+    ckpt.load_sharded(older, model, opt)  # the previous checkpoint loads
     assert not marker.exists()

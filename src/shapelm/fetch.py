@@ -271,8 +271,23 @@ def _offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
+#: A hub repository id: ``owner/name``, each part letters, digits, ``.``, ``_``, ``-`` (the hub's
+#: own rule), starting and ending with a letter or digit; no ``..``, no more parts, no path.
+HUB_REPO_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+                         r"/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
+
+
+def check_repo_id(inp: Input) -> None:
+    """Refuse (one line naming --repo) a hub input whose id is not ``owner/name``: an id such as
+    ``../../etc`` would name a path, not a repository, in the cache and in the request."""
+    if inp.kind != "file" and not HUB_REPO_ID.fullmatch(inp.repo):
+        raise FetchError(f"--repo {inp.repo!r}: not a hub repository id; a {inp.kind} is given as "
+                         "owner/name (letters, digits, '.', '_', '-'; no '..')")
+
+
 def fetch(inp: Input, progress: bool = True) -> dict[str, Any]:
     """Fetch `inp` into the local HF caches; its record (see the module docstring)."""
+    check_repo_id(inp)
     record = {"input": asdict(inp)}
     if inp.kind == "file":
         path = Path(inp.repo).expanduser()

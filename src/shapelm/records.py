@@ -43,9 +43,15 @@ def load_json(path: str | os.PathLike) -> Any | None:
         _not_a_file(path)
         return None
     try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise RecordError(f"{path}: not UTF-8 text (byte {err.start}); rerun the stage that writes it") from None
+    except RecursionError:
+        raise RecordError(f"{path}: not valid JSON (nested too deeply); rerun the stage that writes it") from None
+    except json.JSONDecodeError as err:
         raise RecordError(f"{path}: not valid JSON ({err}); rerun the stage that writes it") from None
+    except OSError as err:
+        raise RecordError(f"{path}: cannot read it ({err.strerror or err}); rerun the stage that writes it") from None
 
 
 def _not_a_file(path: Path) -> None:
@@ -357,14 +363,22 @@ def read_metrics(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     if not path.is_file():
         _not_a_file(path)
         return
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise RecordError(f"{path}: cannot read it ({err.strerror or err})") from None
+    with f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as err:
+                raise RecordError(f"{path}: line {number} is not UTF-8 text (byte {err.start}); "
+                                  "the training log is damaged") from None
             if not line:
                 continue
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(rec, dict):
                 yield rec

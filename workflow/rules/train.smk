@@ -78,13 +78,18 @@ rule weights_config:
 # the same count (docs/TRAINING.md). An explicit SHAPELM_THREADS in the environment wins.
 # A refused start (exit 2: a recipe that differs from the checkpoints', a run locked by another
 # trainer, bad data) is not retried: the retry exits at once (jobs.not_retried_when_refused).
+# Each attempt logs to a file of its own ({log}.attempts/), {log} a symlink to the latest: a job
+# refused because another holds the run never overwrites the running trainer's log.
 TRAIN_SHELL = jobs.not_retried_when_refused(
-    "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
-    "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
-    "{params.launch:q} train {input.config:q} --out {params.out:q} "
-    '--data "$(dirname {input.data:q})" {params.until:q} '
-    "--time-limit {resources.runtime:q} "
-    "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress > {log:q} 2>&1",
+    jobs.logged_per_attempt(
+        "export SHAPELM_THREADS=${{SHAPELM_THREADS:-{resources.cpus_per_task:q}}}; "
+        "export OMP_NUM_THREADS=$SHAPELM_THREADS; "
+        "{params.launch:q} train {input.config:q} --out {params.out:q} "
+        '--data "$(dirname {input.data:q})" {params.until:q} '
+        "--time-limit {resources.runtime:q} "
+        "--stop-margin {params.margin:q} --state-out {params.state:q} --no-progress",
+        "{log:q}",
+    ),
     "{params.out:q}/.refused",
     "{log:q}",
 )

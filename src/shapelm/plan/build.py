@@ -21,7 +21,7 @@ from shapelm.model.schedules import tapered_raw, tapered_widths
 from shapelm.plan import paths
 from shapelm.plan.decode import decode_baselines, decode_pairs
 from shapelm.plan.experiment import load_experiment
-from shapelm.plan.document import PLAN_VERSION, Plan, is_plan_document, read_plan
+from shapelm.plan.document import PLAN_FILE, PLAN_VERSION, Plan, is_plan_document, read_plan
 from shapelm.recipes import run_recipe_name
 
 #: The decay schedules Tapered Figure 3 draws side by side at one run's shape.
@@ -157,4 +157,6 @@ def load_plan(source: str | os.PathLike | Experiment | Plan) -> Plan:
         return plan_of(source)
     if not Path(source).exists():
         raise ConfigError(f"{source}: config or plan file not found")
-    return read_plan(source) if is_plan_document(source) else plan_of(load_experiment(source))
+    # a file named plan.json is a plan document however unreadable it is (its error says so)
+    plan_named = Path(source).name == PLAN_FILE
+    return read_plan(source) if plan_named or is_plan_document(source) else plan_of(load_experiment(source))

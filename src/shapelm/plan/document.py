@@ -26,6 +26,23 @@ PLAN_FILE = "plan.json"
 REBUILD = "rebuild it: `snakemake --forcerun experiment_plan` (or delete it and rerun)"
 
 
+class _Malformed(Exception):
+    """A key of the plan document is missing or of the wrong type (the message names it)."""
+
+
+def _shaped(data: Any, key: str, kind: type) -> Any:
+    """data[key], which must be a `kind`; otherwise a _Malformed naming the key."""
+    if not isinstance(data, dict) or key not in data:
+        raise _Malformed(f"missing key {key!r}")
+    if not isinstance(data[key], kind):
+        raise _Malformed(f"key {key!r} should be a JSON {_JSON_NAMES.get(kind, kind.__name__)}, "
+                         f"not {type(data[key]).__name__}")
+    return data[key]
+
+
+_JSON_NAMES = {dict: "object", list: "array", str: "string"}
+
+
 @dataclass(frozen=True, eq=False)
 class Plan:
     """One experiment's plan document, typed. `runs`: the resolved run configs by name;
@@ -54,25 +71,51 @@ class Plan:
         if version != PLAN_VERSION:
             raise ConfigError(f"{where}: plan version {version!r}, this shapelm reads version {PLAN_VERSION}; "
                               f"{REBUILD}")
-        runs = doc["runs"]
-        return cls(
-            name=doc["name"],
-            runs={n: r["config"] for n, r in runs.items()},
-            accounting={n: r["accounting"] for n, r in runs.items()},
-            layers={n: r["layers"] for n, r in runs.items()},
-            tapered_schedules={n: r["tapered_schedules"] for n, r in runs.items() if r.get("tapered_schedules")},
-            scale_recipes=doc["scale_recipes"],
-            scale_peak_flops=doc["scale_peak_flops"],
-            device_peak_flops=[(str(k), float(v)) for k, v in doc["device_peak_flops"]],
-            decode_pairs={s: (p[0], p[1]) for s, p in doc["decode"]["pairs"].items()},
-            decode_baselines=dict(doc["decode"]["baselines"]),
-            tables={t: list(names) for t, names in doc["tables"].items()},
-            paths=dict(doc["paths"]),
-            recipe=doc["recipe"],
-            run_recipes={n: r["recipe"] for n, r in runs.items()},
-            _instances={n: list(r["instances"]) for n, r in runs.items()},
-            _primary=frozenset(n for n, r in runs.items() if r["primary"]),
-        )
+        field = "runs"
+        try:
+            runs = _shaped(doc, "runs", dict)
+            for run_name, run in runs.items():
+                field = f"runs.{run_name}"
+                _shaped({field: run}, field, dict)
+                for key in ("config", "accounting", "layers", "recipe", "instances", "primary"):
+                    field = f"runs.{run_name}.{key}"
+                    if key not in run:
+                        raise KeyError(key)
+            field = "tables"
+            tables = {t: list(_shaped({f"tables.{t}": names}, f"tables.{t}", list))
+                      for t, names in _shaped(doc, "tables", dict).items()}
+            field = "decode"
+            decode = _shaped(doc, "decode", dict)
+            field = "decode.pairs"
+            pairs = {s: (p[0], p[1]) for s, p in _shaped(decode, "pairs", dict).items()}
+            field = "decode.baselines"
+            baselines = dict(_shaped(decode, "baselines", dict))
+            field = "device_peak_flops"
+            device_peak = [(str(k), float(v)) for k, v in _shaped(doc, "device_peak_flops", list)]
+            field = "runs"
+            return cls(
+                name=_shaped(doc, "name", str),
+                runs={n: r["config"] for n, r in runs.items()},
+                accounting={n: r["accounting"] for n, r in runs.items()},
+                layers={n: r["layers"] for n, r in runs.items()},
+                tapered_schedules={n: r["tapered_schedules"] for n, r in runs.items() if r.get("tapered_schedules")},
+                scale_recipes=_shaped(doc, "scale_recipes", dict),
+                scale_peak_flops=_shaped(doc, "scale_peak_flops", dict),
+                device_peak_flops=device_peak,
+                decode_pairs=pairs,
+                decode_baselines=baselines,
+                tables=tables,
+                paths=dict(_shaped(doc, "paths", dict)),
+                recipe=_shaped(doc, "recipe", str),
+                run_recipes={n: r["recipe"] for n, r in runs.items()},
+                _instances={n: list(r["instances"]) for n, r in runs.items()},
+                _primary=frozenset(n for n, r in runs.items() if r["primary"]),
+            )
+        except _Malformed as err:
+            raise ConfigError(f"{where}: {err}; {REBUILD}") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+            missing = f"missing key {err.args[0]!r} in" if isinstance(err, KeyError) and err.args else "malformed"
+            raise ConfigError(f"{where}: {missing} {field!r}; {REBUILD}") from None
 
     def instances(self, name: str) -> list[str]:
         """The seed instances of a run (`seeds:`), first seed first; [name] for any other run."""
@@ -102,7 +145,13 @@ def read_plan(path: str | os.PathLike) -> Plan:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{p}: plan not found; {REBUILD}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: a directory where the plan file should be; {REBUILD}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: unreadable plan (not UTF-8 text, byte {err.start}); {REBUILD}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: unreadable plan (JSON nested too deeply); {REBUILD}") from None
+    except (OSError, json.JSONDecodeError) as err:
         raise ConfigError(f"{p}: unreadable plan ({err}); {REBUILD}") from None
     return Plan.from_document(doc, str(p))
 
@@ -115,6 +164,6 @@ def is_plan_document(path: str | os.PathLike) -> bool:
         return False
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return False
     return isinstance(doc, dict) and "version" in doc

@@ -5,6 +5,7 @@
     stage_job                         an evaluation-side job's resources and launch prefix
     cluster_settings, run_resources   the partition's limits and a run's requested resources
     not_retried_when_refused          the shell wrapper that keeps Snakemake from retrying a refusal
+    logged_per_attempt                a job's output in a log of its own attempt (never overwritten)
 
 The rules look resources and launch prefixes up here (unit-tested) instead of computing them,
 and the directory layout in `shapelm.plan.paths`. Where the files live:
@@ -63,6 +64,22 @@ def workflow_run_id() -> str:
     import uuid
 
     return os.environ.setdefault(WORKFLOW_RUN_ENV, uuid.uuid4().hex)
+
+
+def logged_per_attempt(command: str, log: str) -> str:
+    """A job's shell command (Snakemake placeholders kept) writing its output to a log of its
+    own attempt, `LOG.attempts/UTCTIME-PID.log` (appended, opened by a header line), with `log`
+    a relative symlink to it. Snakemake deletes a job's declared log before it runs it; a job
+    started while another holds the run (two Snakemake runs on one directory: the run lock
+    refuses its trainer) then removes only the symlink, never the running trainer's output."""
+    return (
+        f'attempt="$(basename {log}).attempts/$(date -u +%Y%m%dT%H%M%SZ)-$$.log"; '
+        f'mkdir -p "$(dirname {log})/$(dirname "$attempt")"; '
+        f'echo "== attempt started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) (pid $$) ==" '
+        f'>> "$(dirname {log})/$attempt"; '
+        f'ln -sfn "$attempt" {log}; '
+        f'( {command} ) >> "$(dirname {log})/$attempt" 2>&1'
+    )
 
 
 def not_retried_when_refused(command: str, marker: str, log: str) -> str:

@@ -206,7 +206,10 @@ def problem(path: Path, verify: bool = True) -> str | None:
                 if got != want:
                     return f"{path / name}: sha256 {got} differs from meta.json's {want} (altered?)"
             if is_sharded(path):
-                read_dcp_metadata(path / DCP_DIR)
+                check_dcp_bytes(path / DCP_DIR, read_dcp_metadata(path / DCP_DIR))
+            for name in files:
+                if name.endswith(".pt"):
+                    check_weights_only(path / name)
     except UnsafeCheckpointError as err:
         return str(err)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
@@ -455,6 +458,45 @@ def read_dcp_metadata(dcp_dir: Path):
             raise
         except Exception as err:  # a damaged pickle raises anything from its constructors
             raise UnsafeCheckpointError(f"{where}: unreadable ({type(err).__name__}: {err})") from None
+
+
+def check_weights_only(path: Path) -> None:
+    """Refuse a `.pt` file that does not load with weights_only=True (a pickle naming code, or
+    a damaged file): memory-mapped, so its tensors are not read, only its pickle is."""
+    try:
+        obj = load_torch(path, mmap=True)
+    except pickle.UnpicklingError:  # torch's message is a page long
+        raise UnsafeCheckpointError(f"{path}: not plain data (names code?), not loaded") from None
+    except Exception as err:  # a damaged zip or pickle raises anything
+        raise UnsafeCheckpointError(f"{path}: unreadable ({type(err).__name__}: "
+                                    f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    del obj
+
+
+def check_dcp_bytes(dcp_dir: Path, index) -> None:
+    """Refuse a sharded checkpoint whose non-tensor items (`torch.save` bytes inside a shard)
+    do not load with weights_only=True, before any of its state is loaded."""
+    import io
+
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+
+    for key, info in index.storage_data.items():
+        if not isinstance(index.state_dict_metadata.get(key.fqn), BytesStorageMetadata):
+            continue
+        if getattr(info, "transform_descriptors", None):
+            raise UnsafeCheckpointError(f"{dcp_dir}: DCP item {key.fqn} is transformed "
+                                        f"({info.transform_descriptors}); this reader takes plain items only")
+        with open(Path(dcp_dir) / info.relative_path, "rb") as f:
+            f.seek(info.offset)
+            blob = f.read(info.length)
+        try:
+            torch.load(io.BytesIO(blob), weights_only=True)
+        except pickle.UnpicklingError:
+            raise UnsafeCheckpointError(f"{dcp_dir}: DCP item {key.fqn}: not plain data (names code?), "
+                                        f"not loaded") from None
+        except Exception as err:
+            raise UnsafeCheckpointError(f"{dcp_dir}: DCP item {key.fqn}: unreadable "
+                                        f"({type(err).__name__})") from None
 
 
 @functools.cache
