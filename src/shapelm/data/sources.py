@@ -27,7 +27,7 @@ def is_url(src: str) -> bool:
     return str(src).startswith(("http://", "https://"))
 
 
-def _retry(what: str, fn):
+def retry(what: str, fn):
     last = None
     for attempt in range(RETRIES):
         try:
@@ -55,7 +55,7 @@ def source_size(src: str) -> int:
                     raise DataError(f"{src}: HEAD response has no Content-Length")
                 return int(n)
 
-        return _retry(src, head)
+        return retry(src, head)
     try:
         return os.stat(src).st_size
     except FileNotFoundError as e:
@@ -156,7 +156,7 @@ class RangeReader:
                             )
                         done += k
 
-        _retry(f"{self.src} bytes [{offset}, {offset + n})", get)
+        retry(f"{self.src} bytes [{offset}, {offset + n})", get)
 
 
 def stream_source(src: str, chunk_bytes: int = 1 << 24):
