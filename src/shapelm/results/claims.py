@@ -473,7 +473,9 @@ def claims_ledger(ctx: Context) -> list[Claim]:
                        "PPL in half the tokens (no 2x data efficiency)", "Review summary", "no 2x",
                        [_no_2x(ctx, v, b) for v, b in (("lws_vanilla_18l", "lws_baseline_18l"),
                                                        ("lws_vanilla_12l", "lws_baseline_12l"))]))
-    return out + paired_claims(ctx)
+    from shapelm.results.ledger_more import more_claims
+
+    return out + more_claims(ctx, ours) + paired_claims(ctx)
 
 
 def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:
@@ -505,6 +507,8 @@ CLAIM_COLUMNS = ["id", "claim", "source", "paper", "from_paper_values", "ours", 
 def _fmt_claim(x: float | None, c: Claim) -> str:
     if x is None:
         return F.PENDING
+    if c.kind == "verdict":  # a count of comparisons that hold
+        return f"{x:g}"
     try:
         return F.fmt_like(x, R.PrintedNumber.parse(c.paper), extra=1)
     except ValueError:
