@@ -148,3 +148,21 @@ def test_tapered_fig2_order_from_runs(tmp_path):
     _val_curve(tmp_path, "tp440m_blocks_wider_late", [17.0, 16.0])  # wider-late below wider-middle
     got = _ledger(tmp_path)["tapered_fig2_order"]
     assert got.status == AGAINST and got.ours == 2
+
+
+def test_tapered_fig2_deltas_are_derived_from_printed_values():
+    """+1.01 and +0.33 are not printed; they follow from the printed PPLs and show as derived."""
+    from shapelm import reference as R
+    from shapelm.results import fmt as F
+    from shapelm.results.tables import Col, RowRef, paper_number
+
+    uniform = R.printed("tapered_fig2_blocks", "tp440m_uniform", "val_ppl").value
+    for run, text in (("tp440m_blocks_wider_late", "+1.01"), ("tp440m_blocks_wider_middle", "+0.33")):
+        d = R.derived("tapered_fig2_blocks", run, "val_ppl_delta")
+        assert d.text == text
+        assert d.matches(R.printed("tapered_fig2_blocks", run, "val_ppl").value - uniform)
+        shown, p = paper_number("tapered_fig2_blocks", RowRef(run, run, run, True), Col("val_ppl_delta", "", "metric",
+                                                                                         None, "f2"))
+        assert shown == f"{text} ({F.DERIVED})" and p.text == text
+    assert R.derived("tapered_fig2_blocks", "tp440m_uniform", "val_ppl_delta") is None
+    assert "seed" not in F.NOT_IN_SEED

@@ -1,4 +1,4 @@
-"""Two training recipes side by side: `paper` (the seed texts) and `official` (the released code).
+"""Two training recipes side by side: `paper` (what the papers print) and `official` (the released code).
 
 The values and their provenance live in `shapelm/reference/recipes.yaml` (one entry per recipe
 group: the Hourglass 906M / 3B / 8B scales and the LWS 190M scale). An experiment follows one

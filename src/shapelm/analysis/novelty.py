@@ -5,7 +5,7 @@ For layer l with input h_l, residual after the token mixer z_l and output h_{l+1
     rho_l^MLP   = mean over tokens of cos(h_{l+1} - z_l, z_l)   (the MLP's write vs the stream it is added to)
     rho_l^block = mean over tokens of cos(h_{l+1} - h_l, h_l)   (the whole layer's write vs its input)
 
-The seed text names rho but prints no equation; this is the definition we chose (docs/RESULTS.md
+The paper names rho but prints no equation; this is the definition we chose (docs/RESULTS.md
 "Layer-wise novelty"): signed cosine, so an MLP that reinforces the stream gives rho near 1, one
 that writes orthogonal (novel) content rho near 0, one that erases it rho < 0. A layer with
 several sub-MLPs (hourglass: K residual sub-MLPs in a row) writes their sum, h_{l+1} - z_l, so

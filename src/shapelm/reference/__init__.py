@@ -1,6 +1,6 @@
-"""The seed papers' printed reference values and their loader.
+"""The papers' printed reference values and their loader.
 
-`paper_values.yaml` (beside this file) holds every number printed in the seed papers'
+`paper_values.yaml` (beside this file) holds every number printed in the papers'
 tables (and the result numbers of their text/figure captions) that a reproduction
 regenerates, as the printed strings. This module parses them into `PrintedNumber`s that
 know their printed precision, and recomputes the papers' own internal arithmetic
@@ -14,6 +14,7 @@ API::
     table_info(name) -> dict                 # paper, source, caption, key, columns, notes
     row(table, run) -> dict                  # one row, by its `run` id
     printed(table, run, column) -> PrintedNumber
+    derived(table, run, column) -> PrintedNumber | None  # not printed; follows from printed values
     runs() -> dict[str, list[str]]           # run name -> tables it appears in
     derived_checks() -> list[Check]          # the papers' internal arithmetic, ok or not
     noted_checks() -> dict[str, str]         # check name -> the table note that explains it
@@ -44,6 +45,7 @@ __all__ = [
     "table_info",
     "row",
     "printed",
+    "derived",
     "runs",
     "derived_checks",
     "noted_checks",
@@ -228,6 +230,19 @@ def printed(table_name: str, run: str, column: str) -> PrintedNumber:
         raise KeyError(f"{table_name}/{run}: no printed {column!r}{extra}")
     meta = (table_info(table_name).get("columns") or {}).get(column) or {}
     return PrintedNumber.parse(values[column], unit_scale=meta.get("scale", 1.0))
+
+
+def derived(table_name: str, run: str, column: str) -> PrintedNumber | None:
+    """A cell the paper does not print but that follows from its printed values (a row's
+    `derived_values`, e.g. Tapered Figure 2's +1.01 = 17.29 - 16.28); None where there is none."""
+    try:
+        text = (row(table_name, run).get("derived_values") or {}).get(column)
+    except KeyError:
+        return None
+    if text is None:
+        return None
+    meta = (table_info(table_name).get("columns") or {}).get(column) or {}
+    return PrintedNumber.parse(text, unit_scale=meta.get("scale", 1.0))
 
 
 def runs() -> dict[str, list[str]]:

@@ -49,7 +49,7 @@ def _table_caption(name: str) -> str:
     from shapelm.results.tables import TABLE_TITLES
 
     title = TABLE_TITLES.get(name, f"Table {name} (runs listing it in `tables:`)")
-    paper = R.table_info(name)["caption"] if name in R.tables() else "No values printed in the seed text."
+    paper = R.table_info(name)["caption"] if name in R.tables() else "No values printed in the paper."
     return (f"{title}. Each cell: the paper's printed value / ours (difference). Shape columns (params, "
             f"FLOPs, KV) come from the accounting of the run config; metrics from the per-run result JSONs; "
             f"'pending' marks runs not finished yet. Paper caption: {paper}")

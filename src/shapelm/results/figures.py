@@ -95,13 +95,13 @@ def fig2_frozen_head(ctx: Context) -> plt.Figure:
         xs, ys = curve
         ax.plot([x / 1e9 for x in xs], ys, color=colors.get(run, SCALE_COLORS[i % 5]), lw=1.2, label=desc)
     if not any_curve:
-        _pending(ax, "pending: no metrics.jsonl yet\n(paper: curves plotted only, no values in the seed text)")
+        _pending(ax, "pending: no metrics.jsonl yet\n(paper: curves plotted only, no values printed)")
         total = max((ctx.acc(r)["total_tokens"] for r in runs), default=1e9)
         ax.set_xlim(0, total / 1e9)
         ax.set_yticks([])
     else:
         ax.set_yscale("log")
-        ax.text(0.99, 0.97, "paper: curves not printed in the seed text", transform=ax.transAxes,
+        ax.text(0.99, 0.97, "paper: curves not printed in the paper", transform=ax.transAxes,
                 ha="right", va="top", fontsize=8, color="#666666")
     ax.set_xlabel("training tokens (billions)")
     ax.set_ylabel("training loss (nats/token)")
@@ -360,9 +360,9 @@ def fig6_403m_sweep(ctx: Context) -> plt.Figure:
     for r in ratios:
         ax.axvline(r, ymax=0.04, color="#1f77b4", lw=1)
     if not series:
-        _pending(ax, "pending: no ppl.json yet\n(ticks: configured d_h/d_model; paper: no values in the seed text)")
+        _pending(ax, "pending: no ppl.json yet\n(ticks: configured d_h/d_model; paper: no values printed in the paper)")
     else:
-        ax.text(0.99, 0.97, "paper: no values printed in the seed text", transform=ax.transAxes, ha="right",
+        ax.text(0.99, 0.97, "paper: no values printed in the paper", transform=ax.transAxes, ha="right",
                 va="top", fontsize=7, color="#666666")
     ax.set_xlabel("d_h / d_model")
     ax.set_ylabel("validation PPL (mean of per-set PPLs)")
@@ -416,7 +416,7 @@ def longctx(ctx: Context) -> plt.Figure:
     scale = _scales(ctx, runs)
     scaled = ", scaled down ↓" if _scaled_note(ctx, table, runs) else ""
     fig.suptitle(f"Long context: {who}" + (f" (scale {scale}{scaled})" if runs else "")
-                 + "\npaper: the 8B pair; Table 3 body not in the seed text (lower PPL / higher RULER for "
+                 + "\npaper: the 8B pair; Table 3 body not in the paper's available text (lower PPL / higher RULER for "
                  "hourglass at every length)", fontsize=9)
     fig.tight_layout()
     return fig

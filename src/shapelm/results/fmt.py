@@ -7,7 +7,8 @@ import re
 from shapelm.reference import PrintedNumber
 
 PENDING = "pending"
-NOT_IN_SEED = "n/a (not in seed text)"
+NOT_IN_SEED = "n/a (not printed in the paper)"
+DERIVED = "derived from printed values"
 NO_PAPER = "—"  # a column the paper does not have (ours only)
 
 _SUFFIX_MULT = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12, "%": 1e-2, "pp": 1e-2}

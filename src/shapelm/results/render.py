@@ -18,7 +18,8 @@ LEGEND = ("Each cell: paper / ours (ours - paper). ✓ ours rounds to the printe
           "difference (see the row note); ✗ an undocumented mismatch; ↓ a scaled-down shape (tiny "
           "default: ours is not a reproduction of this row); *pending*: not run yet; *diverged at step N*: "
           "the run's metric is NaN or infinite (N from metrics.jsonl); "
-          f"*{F.NOT_IN_SEED}*: the seed text prints no value; {F.NO_PAPER}: a column only we report.")
+          f"*{F.NOT_IN_SEED}*: the paper's available text prints no value there; *({F.DERIVED})*: not printed, "
+          f"computed from the paper's printed numbers; {F.NO_PAPER}: a column only we report.")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -65,7 +65,7 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], str] = {
         "embeddings gives 181.1M (PAPER_NOTES arXiv 2509.06518 'Parameter accounting')."),
     ("hourglass_fig3_906m_sweep", "hg906m_sweep_r0p9", "flops_saving"): (
         "The sweep shapes are not printed (this experiment solves them at the 906M budget, PAPER_NOTES 'Missing "
-        "from the seed text'); the text's '~3%' is approximate."),
+        "from the papers' text'); the text's '~3%' is approximate."),
     **{("hourglass_table4", f"recipe_{s}", "batch_tokens"): _T4_BATCH.format(seqs=1024, seq=4096)
        for s in ("906m", "3b", "8b")},
     **{("hourglass_table4", r, c): _T4_SMALL for r, c in (
@@ -549,7 +549,8 @@ def paper_number(table: str, row: RowRef, col: Col) -> tuple[str, PrintedNumber 
     except KeyError:
         return F.NOT_IN_SEED, None
     if src_col not in values:
-        return F.NOT_IN_SEED, None
+        derived = R.derived(src_table, row.id, src_col)
+        return (f"{derived.text} ({F.DERIVED})", derived) if derived else (F.NOT_IN_SEED, None)
     p = R.printed(src_table, row.id, src_col)
     return p.text, p
 

@@ -73,7 +73,7 @@ def _stock(name, stock, stock_yaml, hub, split, kind, primary, description):
 SPECS: dict[str, TaskSpec] = {
     s.name: s
     for s in [
-        # OLMo's / the seed paper's Table 7 set
+        # OLMo's / the Hourglass paper's Table 7 set
         TaskSpec("arc_easy", "mc", "arc", "allenai/ai2_arc:ARC-Easy", "validation", "acc", "acc",
                  "ARC-Easy, Question/Answer prompt, validation split, raw log-likelihood"),
         _stock("hellaswag", "hellaswag", "hellaswag/hellaswag.yaml", "Rowan/hellaswag", "validation",
