@@ -43,12 +43,15 @@ def _lc_stop_margin(run):
 
 
 def _ruler_sources():
-    """--essays/--squad/--hotpotqa/--words as configured; the default corpus for missing ones."""
+    """--essays/--squad/--hotpotqa/--words/--word-lists as configured; the default corpus for missing ones."""
     args = [
         a
         for key in ("essays", "squad", "hotpotqa", "words")
         for a in option(f"--{key}", LC.get(key))
     ]
+    # --word-lists only where not the built-in lists: the default's command line as it was
+    if LC["ruler_word_lists"] != "builtin":
+        args += ["--word-lists", LC["ruler_word_lists"]]
     if DEFAULT_SOURCE and not LC.get("essays"):
         args += ["--essays", f"{_VAL}/default_wiki"]
     if DEFAULT_SOURCE and not (LC.get("squad") and LC.get("hotpotqa")):

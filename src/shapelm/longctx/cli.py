@@ -157,7 +157,7 @@ def cmd_ruler_generate(args) -> int:
 
     tok = _tokenizer(args.tokenizer)
     res = load_resources(essays=args.essays, squad=args.squad, hotpotqa=args.hotpotqa, qa_text=args.qa_text,
-                         words=args.words, tokenizer=tok)
+                         words=args.words, word_lists=args.word_lists, tokenizer=tok)
     m = generate_ruler(args.out, tok, args.lengths, args.samples, tasks=args.tasks, resources=res,
                        seed=args.seed, tokenizer_name=str(args.tokenizer))
     print(json.dumps(m["counts"]))
@@ -273,6 +273,9 @@ def add_commands(subparsers) -> None:
                    help="HotpotQA dev distractor JSON, or its HF rows (hf:hotpotqa/hotpot_qa/distractor)")
     p.add_argument("--qa-text", default=None, help="text source for substitute QA when --squad/--hotpotqa are absent")
     p.add_argument("--words", default=None, help="extra word list (one per line, or english_words.json)")
+    p.add_argument("--word-lists", choices=["builtin", "wonderwords"], default="builtin",
+                   help="the noun/adjective/verb lists of the needles and cwe: wonderwords' (NVIDIA's RULER) or "
+                        "the built-in ones (default)")
     p.add_argument("--seed", type=int, default=42, help="random seed")
     p.add_argument("--out", required=True, help="where to write")
     p.set_defaults(func=cmd_ruler_generate)

@@ -48,6 +48,7 @@ def load_resources(
     hotpotqa=None,
     qa_text=None,
     words=None,
+    word_lists: str = "builtin",
     tokenizer=None,
     essay_max_chars: int | None = 2_000_000,
     qa_passage_words: int = 50,
@@ -77,7 +78,8 @@ def load_resources(
     if words is not None:
         res.word_list = read_word_list(words)
         res.notes["words"] = str(words)
-    res.notes["word_lists"] = word_source()
+    res.word_lists = word_lists
+    res.notes["word_lists"] = word_source(word_lists)
     return res
 
 

@@ -109,6 +109,7 @@ class Resources:
     squad: tuple[list[dict], list[str]] | None = None
     hotpotqa: tuple[list[dict], list[str]] | None = None
     word_list: list[str] | None = None  # extra words for cwe at long lengths
+    word_lists: str = "builtin"  # the noun/adjective/verb lists (words.WORD_LISTS; longctx.ruler_word_lists)
     notes: dict = field(default_factory=dict)
 
 
@@ -198,7 +199,7 @@ class _Gen:
     def niah(self, num_samples: int) -> list[dict]:
         a = self.args
         a["num_needle_k"] = max(a["num_needle_k"], a["num_needle_q"])
-        self._needle_words = W.needle_words()
+        self._needle_words = W.needle_words(self.res.word_lists)
         kind = a["type_haystack"]
         if kind == "essay":
             if not self.res.essay:
@@ -345,7 +346,7 @@ class _Gen:
     def cwe(self, num_samples: int) -> list[dict]:
         a = self.args
         num_cw = a["num_cw"]
-        words = W.common_words()
+        words = W.common_words(self.res.word_lists)
         random.Random(self.seed).shuffle(words)
         big = sorted(set(self.res.word_list or []) | set(words))
 

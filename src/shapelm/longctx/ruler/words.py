@@ -1,10 +1,15 @@
 """English word lists for RULER's needles (adjective-noun keys) and common-words task.
 
-RULER draws these from the ``wonderwords`` package (nounlist / adjectivelist / verblist). When
-``wonderwords`` is importable its lists are used; otherwise the built-in lists below (common
-English words, a few hundred each) stand in. A word-list file (one word per line, or a JSON list
-or dict of words such as RULER's ``english_words.json``) can extend them for very long contexts;
-beyond all of these, deterministic pronounceable pseudo-words are added.
+NVIDIA's RULER draws these from the ``wonderwords`` package (3.x, MIT licence): its nounlist,
+adjectivelist and verblist (8,166 distinct words), read exactly as RULER's niah.py and
+common_words_extraction.py read them. Which lists a task uses is chosen, never detected:
+``longctx.ruler_word_lists`` (``ruler-generate --word-lists``) is ``wonderwords`` in
+configs/paper.yaml and ``builtin`` (the default) elsewhere: the built-in lists below (common
+English words, a few hundred each) keep the tiny default's RULER data as it was, whether or not
+``wonderwords`` is installed. A word-list file (one word per line, or a JSON list or dict of words
+such as RULER's ``english_words.json``) can extend either for very long contexts; beyond all of
+these, deterministic pronounceable pseudo-words are added (the built-in lists run out at a few
+thousand tokens; wonderwords' lists hold the 65,536-token common-words task of the paper config).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+
+from shapelm.errors import ConfigError
 
 ADJECTIVES = """
 able abrupt absent acidic active adorable agile alert alive amber ancient angry ashamed awake
@@ -76,30 +83,44 @@ walk wander wash watch wave weave whisper whistle wink wonder wrap write yawn ye
 """.split()
 
 
-def _wonderwords() -> tuple[list[str], list[str], list[str]] | None:
+BUILTIN, WONDERWORDS = "builtin", "wonderwords"
+WORD_LISTS = (BUILTIN, WONDERWORDS)  # longctx.ruler_word_lists
+
+
+def _wonderwords() -> tuple[list[str], list[str], list[str]]:
     try:
         from wonderwords import random_word  # type: ignore
     except ImportError:
-        return None
+        raise ConfigError("longctx.ruler_word_lists: wonderwords, but the wonderwords package is not installed "
+                          "(it is a dependency of shapelm: `make env`)") from None
     get = random_word._get_words_from_text_file
     return get("nounlist.txt"), get("adjectivelist.txt"), get("verblist.txt")
 
 
-def word_source() -> str:
-    return "wonderwords" if _wonderwords() is not None else "built-in"
+def word_lists(source: str = BUILTIN) -> tuple[list[str], list[str], list[str]]:
+    """(nouns, adjectives, verbs) of `source` (WORD_LISTS)."""
+    if source == WONDERWORDS:
+        return _wonderwords()
+    if source != BUILTIN:
+        raise ConfigError(f"longctx.ruler_word_lists: {source!r}; one of {', '.join(WORD_LISTS)}")
+    return NOUNS, ADJECTIVES, VERBS
 
 
-def needle_words() -> list[str]:
+def word_source(source: str = BUILTIN) -> str:
+    """How the generated data's notes name the lists (the tiny default's: "built-in")."""
+    word_lists(source)  # refuses an unknown source, or wonderwords when it is not installed
+    return WONDERWORDS if source == WONDERWORDS else "built-in"
+
+
+def needle_words(source: str = BUILTIN) -> list[str]:
     """Sorted unique adjective-noun keys, as RULER's niah.py builds them."""
-    ww = _wonderwords()
-    nouns, adjs = (ww[0], ww[1]) if ww else (NOUNS, ADJECTIVES)
+    nouns, adjs, _ = word_lists(source)
     return sorted({f"{a}-{n}" for a in adjs for n in nouns})
 
 
-def common_words() -> list[str]:
+def common_words(source: str = BUILTIN) -> list[str]:
     """Sorted unique nouns + adjectives + verbs (RULER's common_words_extraction.py)."""
-    ww = _wonderwords()
-    nouns, adjs, verbs = ww if ww else (NOUNS, ADJECTIVES, VERBS)
+    nouns, adjs, verbs = word_lists(source)
     return sorted(set(nouns + adjs + verbs))
 
 
