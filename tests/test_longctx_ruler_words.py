@@ -74,3 +74,15 @@ def test_paper_cwe_at_64k_has_no_invented_word(compact_tokenizer):
     # the built-in lists would need invented words at this length
     builtin = _listed(generate_task("cwe", compact_tokenizer, length, 1, resources=Resources())[0]["input"])
     assert builtin - set(W.common_words())
+
+
+def test_builtin_lists_refused_where_they_run_out(compact_tokenizer):
+    """At BUILTIN_WORDS_MAX_LENGTH the built-in lists still suffice; beyond it a plan on them is refused."""
+    from shapelm.longctx.plan import BUILTIN_WORDS_MAX_LENGTH, check_longctx
+
+    at = _listed(generate_task("cwe", compact_tokenizer, BUILTIN_WORDS_MAX_LENGTH, 1, resources=Resources())[0]["input"])
+    assert at <= set(W.common_words())
+    paper = load_experiment(ROOT / "configs" / "paper.yaml")
+    assert not [e for e in check_longctx(paper) if "ruler_word_lists" in e]
+    paper.raw["longctx"]["ruler_word_lists"] = "builtin"
+    assert [e for e in check_longctx(paper) if "ruler_word_lists: builtin holds cwe up to 8192" in e]

@@ -26,6 +26,11 @@ DEFAULTS: dict[str, Any] = section_defaults("longctx")
 #: room for most tasks: with 600- to 2,048-id tokenizers 10 of the 13 fail at 256, none at 512.
 RULER_MIN_LENGTH = 512
 
+#: The longest context at which cwe's built-in word lists (762 words) need no invented word, even for
+#: a tokenizer that writes a list entry in one or two tokens (measured: 610 words at 8,192, 1,212 at
+#: 16,384; tests/test_longctx_ruler_words.py). Longer ones are refused at plan time on those lists.
+BUILTIN_WORDS_MAX_LENGTH = 8192
+
 #: The input keys, and what reads them.
 INPUTS = {
     "pg19": "the YaRN finetune's training text",
@@ -119,6 +124,13 @@ def check_longctx(exp: Experiment, fetched_by_job: Callable[[Experiment, str, st
             f"generation budgets (128 tokens for niah) leave no room for most tasks ({who})"
         )
     longest = max(settings["lengths"])
+    if ("cwe" in settings["ruler_tasks"] and settings["ruler_word_lists"] == "builtin" and not settings.get("words")
+            and int(longest) > BUILTIN_WORDS_MAX_LENGTH):
+        errors.append(
+            f"longctx.ruler_word_lists: builtin holds cwe up to {BUILTIN_WORDS_MAX_LENGTH} tokens; at {longest} it "
+            "would list invented pseudo-words: set it to wonderwords (NVIDIA's RULER lists) or give longctx.words "
+            f"({who})"
+        )
     if int(settings["proofpile_min_tokens"]) < longest:
         errors.append(
             f"longctx.proofpile_min_tokens: {settings['proofpile_min_tokens']} is below the longest of "
