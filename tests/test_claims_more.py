@@ -166,3 +166,18 @@ def test_tapered_fig2_deltas_are_derived_from_printed_values():
         assert shown == f"{text} ({F.DERIVED})" and p.text == text
     assert R.derived("tapered_fig2_blocks", "tp440m_uniform", "val_ppl_delta") is None
     assert "seed" not in F.NOT_IN_SEED
+
+
+def test_comparisons_weigh_seed_noise():
+    """Cells with seeds compare on Welch's interval (inside it: inconclusive); one-run cells on values."""
+    from shapelm.results.claims import INCONCLUSIVE
+    from shapelm.results.ledger_more import Measured, _lt
+
+    assert _lt(5.0, 5.1) is True and _lt(Measured(5.0), Measured(5.1)) is True
+    assert _lt(Measured(5.0, 0.05, 5), Measured(5.1, 0.05, 5)) is True  # 0.1 apart, se 0.032
+    assert _lt(Measured(5.0, 0.2, 3), Measured(5.1, 0.2, 3)) == INCONCLUSIVE
+    assert _lt(Measured(5.2, 0.05, 5), Measured(5.1, 0.05, 5)) is False
+    assert _lt(Measured(5.0, 0.05, 5), 5.1) is True  # one side without seeds: on the values
+    seeds = dict(zip(M.FIG2_ORDER, [Measured(v, 0.4, 3) for v in (15.96, 16.28, 16.61, 17.29)]))
+    got = M.fig2_order(lambda t, r, c: seeds[r])
+    assert got == [INCONCLUSIVE] * 3 and _status(got) == INCONCLUSIVE

@@ -473,9 +473,15 @@ def claims_ledger(ctx: Context) -> list[Claim]:
                        "PPL in half the tokens (no 2x data efficiency)", "Review summary", "no 2x",
                        [_no_2x(ctx, v, b) for v, b in (("lws_vanilla_18l", "lws_baseline_18l"),
                                                        ("lws_vanilla_12l", "lws_baseline_12l"))]))
-    from shapelm.results.ledger_more import more_claims
+    from shapelm.results.ledger_more import Measured, more_claims
 
-    return out + more_claims(ctx, ours) + paired_claims(ctx)
+    def measured(table: str, row: str, col: str) -> Measured | None:
+        """A cell's value with its seeds' std and count, for comparisons that weigh seed noise."""
+        ours(table, row, col)  # builds the table once
+        cell = built[table].cells.get((row, col))
+        return None if cell is None or cell.ours is None else Measured(cell.ours, cell.std, cell.n)
+
+    return out + more_claims(ctx, measured) + paired_claims(ctx)
 
 
 def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:

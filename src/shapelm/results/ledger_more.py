@@ -5,23 +5,48 @@ Each claim is a list of comparisons built by one function from a getter `get(tab
 The ledger calls it twice: on our cells (the tables' own readers, so every value is the one the
 table shows) for the verdict, and, where the paper prints the cells, on the printed values, whose
 tally (`from_paper_values`: how many comparisons hold on the paper's own numbers) shows whether the
-paper's numbers bear out its words. Verdicts are on point values (one seed per run, as the papers
-ran them); the note of each says which comparison decides it.
+paper's numbers bear out its words. A comparison of two cells that both have seeds (n >= 2) is
+decided on Welch's 95% t interval of their difference (the seeds' spread: training noise), and is
+inconclusive where that interval crosses 0; cells of one run each compare their values, as the
+papers ran them (one seed).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from shapelm import reference as R
 from shapelm.results.context import Context
+from shapelm.results.intervals import INCONCLUSIVE, t975
 
 Get = Callable[[str, str, str], "float | None"]
-Check = "bool | None"
+Check = "bool | str | None"
 
 
-def _lt(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a < b
+class Measured(float):
+    """A cell's value with the sample std over its row's seeds and their number (None, 1: one run)."""
+
+    def __new__(cls, value: float, std: float | None = None, n: int | None = None):
+        x = super().__new__(cls, value)
+        x.std, x.n = std, n or 1
+        return x
+
+
+def _lt(a: float | None, b: float | None) -> bool | str | None:
+    """a < b: on Welch's 95% interval of b - a where both have seeds, else on the values."""
+    if a is None or b is None:
+        return None
+    sa, sb = getattr(a, "std", None), getattr(b, "std", None)
+    na, nb = getattr(a, "n", 1), getattr(b, "n", 1)
+    if sa is None or sb is None or na < 2 or nb < 2:
+        return a < b
+    va, vb = sa ** 2 / na, sb ** 2 / nb
+    if va + vb == 0:
+        return a < b
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    half, d = t975(df) * math.sqrt(va + vb), float(b) - float(a)
+    return True if d - half > 0 else False if d + half < 0 else INCONCLUSIVE
 
 
 def printed_getter(table: str, row: str, col: str) -> float | None:
