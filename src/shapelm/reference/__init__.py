@@ -297,6 +297,14 @@ def validate() -> list[str]:
                 continue
             if not values and not r.get("missing_values"):
                 problems.append(f"{where}/{run}: no values and no missing_values note")
+            for col, text in (r.get("derived_values") or {}).items():  # not printed: values must not have it
+                if col not in columns or col in values:
+                    problems.append(f"{where}/{run}: derived {col!r} undeclared or also printed")
+                else:
+                    try:
+                        PrintedNumber.parse(str(text))
+                    except ValueError as exc:
+                        problems.append(f"{where}/{run}/{col} (derived): {exc}")
             for col, text in values.items():
                 if col not in columns:
                     problems.append(f"{where}/{run}: column {col!r} not declared")
