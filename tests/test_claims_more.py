@@ -181,3 +181,19 @@ def test_comparisons_weigh_seed_noise():
     seeds = dict(zip(M.FIG2_ORDER, [Measured(v, 0.4, 3) for v in (15.96, 16.28, 16.61, 17.29)]))
     got = M.fig2_order(lambda t, r, c: seeds[r])
     assert got == [INCONCLUSIVE] * 3 and _status(got) == INCONCLUSIVE
+
+
+def test_novelty_claims_read_the_cached_models(tmp_path):
+    """Section 4's claims from results/analysis/novelty/*.json (the cached GPT-2 models)."""
+    d = tmp_path / "r" / "analysis" / "novelty"
+    d.mkdir(parents=True)
+    (d / "gpt2.json").write_text(json.dumps({"pearson_r_mlp": 0.6, "pearson_r_block": 0.3}))
+    (d / "gpt2-medium.json").write_text(json.dumps({"pearson_r_mlp": 0.7, "pearson_r_block": 0.5}))
+    got = _ledger(tmp_path)
+    assert {got[i].status for i in ("tapered_novelty_r_positive", "tapered_novelty_r_ranges",
+                                    "tapered_novelty_mlp_tighter")} == {HOLDS}
+    (d / "gpt2-large.json").write_text(json.dumps({"pearson_r_mlp": 0.2, "pearson_r_block": 0.4}))
+    got = _ledger(tmp_path)
+    assert got["tapered_novelty_r_ranges"].status == AGAINST  # 0.20 below the printed 0.49
+    assert got["tapered_novelty_mlp_tighter"].status == AGAINST
+    assert got["tapered_novelty_r_positive"].status == HOLDS
