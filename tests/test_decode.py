@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from shapelm.accounting import kv_cache_bytes, mla_group_factor
+from shapelm.shapes.accounting import kv_cache_bytes, mla_group_factor
 from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.cli import parse_lengths
 from shapelm.decode.model import build_decode_model, make_cache, mixer_config, predicted_kv_bytes
@@ -213,12 +213,12 @@ def test_resolve_spec_forms(tmp_path):
 
 def test_runs_of_an_experiment_come_resolved_from_the_plan(tmp_path):
     """`shapelm bench decode --config PLAN --runs A B` (the decode_pair rule): the front end
-    (shapelm.bench_cli) looks the runs up in the plan document, or in the plan of a config, and
+    (shapelm.commands.bench) looks the runs up in the plan document, or in the plan of a config, and
     passes the resolved run configs down; the decode stage on its own reads no plan."""
     import argparse
     from pathlib import Path
 
-    from shapelm.bench_cli import run_configs
+    from shapelm.commands.bench import run_configs
     from shapelm.model.config import run_model_config
     from shapelm.decode.cli import add_commands, resolve_arms
     from shapelm.decode.specs import resolve_runs

@@ -1,4 +1,4 @@
-"""The fetch stage (shapelm.fetch) against a local HTTP server that answers as the hub does."""
+"""The fetch stage (shapelm.commands.fetch) against a local HTTP server that answers as the hub does."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.fetch import Input, experiment_inputs, record_path, tokenizer_input
+from shapelm.commands.fetch import Input, experiment_inputs, record_path, tokenizer_input
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MODEL_FILES = {"tokenizer.json": b'{"version": "1.0"}', "tokenizer_config.json": b'{"eos_token": "</s>"}',
@@ -115,7 +115,7 @@ def test_a_tokenizer_is_fetched_into_the_hub_cache_with_its_commit(tmp_path, hub
 
 
 def test_a_dataset_split_is_fetched_alone(tmp_path, hub):
-    from shapelm.fetch import longctx_input
+    from shapelm.commands.fetch import longctx_input
 
     inp = longctx_input("pg19", "hf:owner/books/data", "train", "longctx.pg19")
     proc = fetch_cli(tmp_path, hub, *inp.args())
@@ -148,7 +148,7 @@ def test_offline_with_nothing_cached_refuses_in_one_line_without_asking_the_serv
 
 
 def test_a_missing_local_file_says_where_it_comes_from(tmp_path):
-    from shapelm.fetch import longctx_input
+    from shapelm.commands.fetch import longctx_input
 
     inp = longctx_input("essays", str(tmp_path / "PaulGrahamEssays.json"), None, "longctx.essays")
     proc = fetch_cli(tmp_path, "http://127.0.0.1:9", *inp.args())
@@ -182,7 +182,7 @@ def test_the_paper_lists_every_input_kind():
 
 def test_inputs_round_trip_through_the_command_line():
     inp = Input("task-x", "task", "allenai/ai2_arc", "eval", config="ARC-Easy")
-    from shapelm.fetch import add_commands
+    from shapelm.commands.fetch import add_commands
     import argparse
 
     parser = argparse.ArgumentParser()
@@ -203,7 +203,7 @@ def test_a_repo_that_is_not_owner_name_is_refused_in_one_line_naming_the_option(
 
 @pytest.mark.parametrize("config", ["paper.yaml", "one-gpu.yaml"])
 def test_every_hub_input_the_configs_name_passes_the_repo_check(config):
-    from shapelm.fetch import HUB_REPO_ID
+    from shapelm.commands.fetch import HUB_REPO_ID
     from shapelm.plan.experiment import load_experiment
 
     inputs = experiment_inputs(load_experiment(Path(__file__).resolve().parents[1] / "configs" / config))

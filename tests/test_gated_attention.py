@@ -11,7 +11,7 @@ import pytest
 import torch
 from model_helpers import greedy_cached_and_full, prefill_then_step_logits, randomized  # norm weights away from ones, so misplaced norms show
 
-from shapelm.accounting import (
+from shapelm.shapes.accounting import (
     flops_per_token,
     gate_width,
     kv_cache_bytes_per_token,

@@ -4,7 +4,7 @@ fixed attention width, parameter- and FLOP-neutral against the uniform model."""
 import pytest
 
 from model_helpers import V, assert_cached_decode_matches, assert_remote_export_exact, randomized
-from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
+from shapelm.shapes.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model import build_model
 from shapelm.model.builders import build_model_config

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from shapelm.accounting import fast_weight_state_bytes, flops_per_token, param_counts
+from shapelm.shapes.accounting import fast_weight_state_bytes, flops_per_token, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model.cache import StaticKVCache
 from shapelm.model import ModelConfig, build_model

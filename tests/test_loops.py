@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from model_helpers import V, assert_cached_decode_matches, assert_remote_export_exact, ids, randomized, tiny_arch
-from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts, shape_row
+from shapelm.shapes.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts, shape_row
 from shapelm.errors import ConfigError
 from shapelm.model import ModelConfig
 from shapelm.model.builders import build_model_config

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from shapelm.accounting import param_counts
+from shapelm.shapes.accounting import param_counts
 from shapelm.errors import ConfigError
 from shapelm.model import ModelConfig, build_model, load_pretrained, save_pretrained
 from shapelm.model.builders import build_model_config

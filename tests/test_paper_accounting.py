@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shapelm import reference
-from shapelm.accounting import flops_per_token, param_counts
+from shapelm.shapes.accounting import flops_per_token, param_counts
 from shapelm.config import run_recipe
 from shapelm.model.config import run_model_config
 from shapelm.plan.experiment import load_experiment
@@ -86,7 +86,7 @@ def test_every_accounting_cell_of_the_paper_is_checked():
 
 def test_kv_reductions_are_one_minus_layer_ratio():
     for conv, hg, printed in [("hg906m_conv", "hg906m_hg", 0.5), ("hg8b_conv", "hg8b_hg", 0.3125)]:
-        from shapelm.accounting import kv_cache_bytes_per_token
+        from shapelm.shapes.accounting import kv_cache_bytes_per_token
 
         a = kv_cache_bytes_per_token(run_model_config(PAPER.run(conv)))
         b = kv_cache_bytes_per_token(run_model_config(PAPER.run(hg)))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.accounting import param_counts
+from shapelm.shapes.accounting import param_counts
 from shapelm.model.config import run_model_config
 from shapelm.errors import ConfigError
 from shapelm.plan.build import load_plan, plan_of, write_plan
@@ -88,7 +88,7 @@ def test_the_experiment_plan_rule_writes_the_plan_the_results_rules_read(exp, tm
 
 
 def test_mfu_peak_is_the_device_s_then_the_scale_s_configured_one(exp):
-    from shapelm.accounting import peak_flops_for
+    from shapelm.shapes.accounting import peak_flops_for
 
     raw = json.loads(json.dumps(exp.raw))
     for section in (raw, *raw["scales"].values()):

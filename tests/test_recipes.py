@@ -1,5 +1,5 @@
 """The two recipes (paper text, released code): resolution, refusals, the diff table and the
-printed numbers the choice changes (shapelm.recipes, reference/recipes.yaml)."""
+printed numbers the choice changes (shapelm.reference.recipes, reference/recipes.yaml)."""
 
 import copy
 import csv
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from shapelm import cli
-from shapelm import recipe_diff as RD
-from shapelm import recipes as RC
+from shapelm.commands import recipe_diff as RD
+from shapelm.reference import recipes as RC
 from shapelm import reference as R
 from shapelm.config import load_yaml, run_recipe
 from shapelm.plan.experiment import load_experiment
@@ -224,7 +224,7 @@ def test_8b_gpu_hours_and_implied_mfu_under_each_recipe():
 
 @pytest.mark.parametrize("run", PAIRS)
 def test_tied_embeddings_save_one_vocabulary_matrix(run):
-    from shapelm.accounting import param_counts
+    from shapelm.shapes.accounting import param_counts
 
     cfg = RD.table2_model(run)
     untied, tied = param_counts(cfg), param_counts(cfg, tie_embeddings=True)

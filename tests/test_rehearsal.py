@@ -34,7 +34,7 @@ TRAINED_RUNS = ["hg3b_hg", "tp440m_linear_1p5_0p5", "tp1300m_cosine_1p5_0p5", "l
 
 def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
     from shapelm.plan.experiment import load_experiment
-    from shapelm.rehearsal import rehearsal_config, write_inputs
+    from shapelm.commands.rehearse import rehearsal_config, write_inputs
     from shapelm.plan.jobs import train_plan
 
     write_inputs(tmp_path / "inputs")
@@ -57,7 +57,7 @@ def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
     from shapelm.config import merge
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
-    from shapelm.rehearsal import rehearsal_config, write_inputs
+    from shapelm.commands.rehearse import rehearsal_config, write_inputs
 
     write_inputs(tmp_path / "inputs")
     raw = merge(yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text()),
@@ -78,7 +78,7 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, confi
     from shapelm.data.tokens import write_token_dir
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
-    from shapelm.rehearsal import rehearsal_config, write_inputs
+    from shapelm.commands.rehearse import rehearsal_config, write_inputs
     from shapelm.train import train
 
     write_inputs(tmp_path / "inputs")

@@ -2,10 +2,10 @@
 
 import pytest
 
-from shapelm.accounting import param_counts
+from shapelm.shapes.accounting import param_counts
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config
-from shapelm.solver import parse_count, solve
+from shapelm.shapes.solver import parse_count, solve
 
 
 def test_rederives_906m_hourglass_from_the_conventional_budget():
@@ -58,7 +58,7 @@ def test_falls_back_to_a_finer_d_h_multiple_for_the_ratio(caplog):
     """403M, L 24, ratio 0.6: at d_h multiples of 32 the budget forces 1376/672 (0.49); the
     solver searches multiples of 16 and finds 1280/752 (0.59), saying so."""
     arch = {"kind": "hourglass", "n_layers": 24, "k": 4, "d_attn": 1024, "n_heads": 16}
-    with caplog.at_level("WARNING", logger="shapelm.solver"):
+    with caplog.at_level("WARNING", logger="shapelm.shapes.solver"):
         best = solve(arch, _403m_target(), ratio=0.6)[0]
     assert (best.arch["d_model"], best.arch["d_h"]) == (1280, 752)
     assert abs(best.ratio / 0.6 - 1) <= 0.05 and abs(best.rel_error) <= 0.005
@@ -81,7 +81,7 @@ def test_every_paper_sweep_run_is_at_its_named_ratio_and_budget():
 
     from shapelm.model.config import run_model_config
     from shapelm.plan.experiment import load_experiment
-    from shapelm.solver import RATIO_TOLERANCE
+    from shapelm.shapes.solver import RATIO_TOLERANCE
 
     paper = load_experiment(Path(__file__).parents[1] / "configs" / "paper.yaml")
     sweeps = {n: r for n, r in paper.runs.items() if re.match(r"hg\d+m_sweep_", n)}

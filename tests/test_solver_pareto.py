@@ -1,4 +1,4 @@
-"""Joint budget solver against brute force on small grids (shapelm.solver_pareto)."""
+"""Joint budget solver against brute force on small grids (shapelm.shapes.solver_pareto)."""
 
 import itertools
 import json
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from shapelm.errors import ConfigError
-from shapelm.solver_pareto import latency_model, measure, pareto, solve_joint
+from shapelm.shapes.solver_pareto import latency_model, measure, pareto, solve_joint
 
 GRID = {"d_model": [128, 192, 256], "n_layers": [2, 4], "d_h_ratio": [1.0, 2.0, 4.0], "n_heads": [4],
         "vocab_size": [512]}

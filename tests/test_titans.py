@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.func import grad, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
-from shapelm.accounting import (
+from shapelm.shapes.accounting import (
     flops_per_token,
     kv_cache_bytes_per_token,
     param_counts,
@@ -393,7 +393,7 @@ def test_ragged_greedy_generation_decodes_each_prompt_as_the_full_forward_would(
 
 
 def test_the_shapes_table_counts_the_memory_as_decoding_state():
-    from shapelm.accounting import shape_row
+    from shapelm.shapes.accounting import shape_row
 
     cfg = titans_cfg()
     assert shape_row("t", cfg, 64, 256)["state_bytes_per_seq"] == recurrent_state_bytes(cfg) > 0
@@ -402,7 +402,7 @@ def test_the_shapes_table_counts_the_memory_as_decoding_state():
 @pytest.mark.parametrize("mixer", ["attention", "gated_attention", "titans", "hope_attention"])
 def test_a_recurrent_state_is_what_the_accounting_counts(mixer):
     """The generator decodes prompts one by one exactly when decoding carries a state."""
-    from shapelm.accounting import decoding_state_bytes
+    from shapelm.shapes.accounting import decoding_state_bytes
 
     extra = {"memory_chunk": 8, "window": 16} if mixer == "titans" else {}
     cfg = build_model_config({"kind": "conventional", "d_model": 32, "n_layers": 2, "d_h": 64, "n_heads": 4,

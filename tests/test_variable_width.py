@@ -7,7 +7,7 @@ import torch
 from model_helpers import (
     V, assert_cached_decode_matches, assert_remote_export_exact, ids, prefill_then_step_logits, randomized,
 )
-from shapelm.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
+from shapelm.shapes.accounting import flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model import ModelConfig, build_model
 from shapelm.model.builders import build_model_config
@@ -156,8 +156,8 @@ def test_arithmetic_schedule_reaches_its_bottleneck_at_parameter_match():
 
 
 def test_shapes_table_lists_the_layer_widths():
-    from shapelm.accounting import shape_row
-    from shapelm.shapes_cli import format_rows
+    from shapelm.shapes.accounting import shape_row
+    from shapelm.commands.shapes import format_rows
 
     cfg = build_model_config(TINY)
     row = shape_row("vw", cfg, 64, 256)

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shapelm.checks import check_resources, raise_on
+from shapelm.commands.checks import check_resources, raise_on
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
-from shapelm.launch import launch_command
-from shapelm.slurm_check import PlannedJob, parse_dry_run, sbatch_command
+from shapelm.commands.launch import launch_command
+from shapelm.commands.cluster import PlannedJob, parse_dry_run, sbatch_command
 from shapelm.plan.cost import plan_rows
 from shapelm.plan.jobs import (
     JobShape,
@@ -170,7 +170,7 @@ def test_planning_a_workflow_does_not_import_torch():
 
     code = (
         "import sys, yaml\n"
-        "from shapelm.checks import workflow_experiment\n"
+        "from shapelm.commands.checks import workflow_experiment\n"
         "for path in ('configs/default.yaml', 'configs/paper.yaml'):\n"
         "    workflow_experiment(yaml.safe_load(open(path)), [path], check=False)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'lm_eval') if m in sys.modules))\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 SPY = """
 import json, sys
 import snakemake.common.configfile as module
-from shapelm import yte_guard
+from shapelm.commands import yte_guard
 
 assert yte_guard.active() or yte_guard.TARGET in sys.modules
 patched = module._load_configfile

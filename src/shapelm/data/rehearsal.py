@@ -22,7 +22,7 @@ deterministically::
         what was written: stand-in vocabularies and EOS ids, shard token counts.
 
 It returns the config overrides that point a config at OUT, with ``{url}`` where OUT is
-served over HTTP (``shapelm.rehearsal`` substitutes ``{url}`` by that address and ``{root}`` by
+served over HTTP (``shapelm.commands.rehearse`` substitutes ``{url}`` by that address and ``{root}`` by
 the local OUT). Python's ``http.server`` does not answer Range requests, which the slicer
 needs: :func:`serve` (``python -m shapelm.data.rehearsal serve OUT``) does.
 """

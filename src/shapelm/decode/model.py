@@ -16,7 +16,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from shapelm.accounting import kv_cache_bytes, mla_group_factor
+from shapelm.shapes.accounting import kv_cache_bytes, mla_group_factor
 from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention
 from shapelm.errors import ShapelmError

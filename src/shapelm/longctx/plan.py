@@ -99,7 +99,7 @@ def check_longctx(exp: Experiment, fetched_by_job: Callable[[Experiment, str, st
                   ) -> list[str]:
     """Errors (each naming its key and the `longctx: true` runs concerned); [] when all is well.
     `fetched_by_job(exp, key, spec)` says whether a `fetch` job stands for an input
-    (shapelm.fetch.fetched_by_job, passed in by the plan-time checks above this layer): such an
+    (shapelm.commands.fetch.fetched_by_job, passed in by the plan-time checks above this layer): such an
     input is not looked for yet."""
     runs = [r for r in exp.runs if exp.run(r)["longctx"]]
     if not runs:
@@ -151,7 +151,7 @@ def _input_errors(exp: Experiment, settings: dict[str, Any], who: str,
         if key not in need and key != "words":
             continue  # given but unused (e.g. squad with qa_1 left out of ruler_tasks)
         if fetched_by_job(exp, key, spec):
-            continue  # a `fetch` job gets it, or says in one line why it cannot (shapelm.fetch)
+            continue  # a `fetch` job gets it, or says in one line why it cannot (shapelm.commands.fetch)
         problem = input_problem(spec, INPUT_SPLITS.get(key))  # a hub miss names the caches searched
         if problem:
             errors.append(f"longctx.{key}: {problem}; needed by {who} for {need.get(key, INPUTS[key])}")

@@ -29,7 +29,7 @@ from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_
 from shapelm.errors import EvalError
 from shapelm.evaluation.standins import standin_tasks
 from shapelm.evaluation.tasks import expand_task_names, task_source_problem
-from shapelm.recipes import run_recipe_name
+from shapelm.reference.recipes import run_recipe_name
 from shapelm.plan.runs import resolve_run
 
 

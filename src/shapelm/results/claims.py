@@ -59,7 +59,7 @@ TABLE4_TOKENS = {"906m": 18e9, "3b": 60e9, "8b": 160e9}
 def fig4_points_paper(tokens: dict[str, float] | None = None) -> dict[str, tuple[list[float], list[float]]]:
     """Paper points: C = printed per-step FLOPs x (tokens / 4,194,304), Acc = Table 2's.
 
-    `tokens` per scale defaults to Table 4's; shapelm.recipes passes the released code's."""
+    `tokens` per scale defaults to Table 4's; shapelm.reference.recipes passes the released code's."""
     tokens = TABLE4_TOKENS if tokens is None else tokens
     out: dict[str, tuple[list[float], list[float]]] = {"conv": ([], []), "hg": ([], [])}
     for arch in ("conv", "hg"):

@@ -370,7 +370,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     metrics = MetricsLog(out_dir / "metrics.jsonl", start_step, enabled=env.is_main)
     names = device_names(env.device)
     peak = peak_flops if peak_flops else (peak_flops_for(names[0]) if env.device.type == "cuda" else None)
-    from shapelm.accounting import flops_per_token
+    from shapelm.shapes.accounting import flops_per_token
 
     train_flops = flops_per_token(cfg, recipe.seq_len).train
 

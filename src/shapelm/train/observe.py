@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from shapelm.accounting import PEAK_BF16_FLOPS, peak_flops_for  # noqa: F401 (the trainer's names)
+from shapelm.shapes.accounting import PEAK_BF16_FLOPS, peak_flops_for  # noqa: F401 (the trainer's names)
 from shapelm.files import write_text
 from shapelm.records import metrics_line, read_metrics
 from shapelm.train.tracking import open_tracker

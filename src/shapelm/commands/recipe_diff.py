@@ -2,7 +2,7 @@
 their sources, and the printed numbers the choice changes (Figure 4's fits and compute saving,
 3B/8B GPU-hours, parameter counts with untied vs tied embeddings), computed under both.
 
-The recipes themselves (values, provenance, how a run follows one) are `shapelm.recipes`.
+The recipes themselves (values, provenance, how a run follows one) are `shapelm.reference.recipes`.
 
     shapelm recipe diff configs/paper.yaml configs/overlays/paper-official.yaml [--all] [--write DIR]
 """
@@ -20,7 +20,7 @@ from shapelm.config import Experiment, load_yaml, merge
 from shapelm.plan.build import load_plan
 from shapelm.plan.document import Plan
 from shapelm.plan.experiment import load_experiment
-from shapelm.recipes import CSV_COLUMNS, RECIPE_NAMES, TABLE_NAME, expand_source, fields, groups
+from shapelm.reference.recipes import CSV_COLUMNS, RECIPE_NAMES, TABLE_NAME, expand_source, fields, groups
 from shapelm.results import claims
 
 
@@ -59,14 +59,14 @@ def fig4_under(recipe: str):
 
 
 def train_flops_total(run: str, group: str, recipe: str) -> float:
-    from shapelm.accounting import flops_per_token
+    from shapelm.shapes.accounting import flops_per_token
 
     return flops_per_token(table2_model(run, recipe), 4096).train * _tokens(group, recipe)
 
 
 def derived_rows() -> list[dict[str, str]]:
     """Printed numbers that depend on the recipe, computed under both (from the reference data)."""
-    from shapelm.accounting import param_counts
+    from shapelm.shapes.accounting import param_counts
 
     rows: list[dict[str, str]] = []
 

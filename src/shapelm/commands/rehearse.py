@@ -130,7 +130,7 @@ def rehearsal_config(config: dict[str, Any]) -> dict[str, Any]:
     overrides = load_overrides(inputs, settings.get("url"))
     out = copy.deepcopy(paper)
     out["name"] = "rehearsal"
-    out["description"] = f"CPU rehearsal of {paper.get('name', 'the experiment')} (shapelm.rehearsal)"
+    out["description"] = f"CPU rehearsal of {paper.get('name', 'the experiment')} (shapelm.commands.rehearse)"
 
     # Segment counts as the paper's time limits make them, so the chains are rehearsed too.
     from shapelm.plan.experiment import load_experiment

@@ -8,7 +8,7 @@ plain data, safe YAML, duplicate keys and YTE templates refused, alias expansion
 template ends Snakemake with one `shapelm: error:` line before any of it is evaluated.
 
 It takes effect through a `.pth` file in the environment's site-packages (`make env` writes it;
-`python -m shapelm.yte_guard install` elsewhere, e.g. a conda environment): Python runs it at
+`python -m shapelm.commands.yte_guard install` elsewhere, e.g. a conda environment): Python runs it at
 start-up, and it only registers an import hook, which patches Snakemake's config loader when
 Snakemake imports it (other programs pay one list insertion). The workflow checks that the guard
 is active (`workflow_check`) and refuses to plan without it, naming the command above.
@@ -26,7 +26,7 @@ from typing import Any
 #: The module whose loader Snakemake uses for --configfile, `configfile:` and --unlock alike.
 TARGET = "snakemake.common.configfile"
 PTH_NAME = "shapelm-yte-guard.pth"
-PTH_LINE = "import shapelm.yte_guard as guard; guard.register()\n"
+PTH_LINE = "import shapelm.commands.yte_guard as guard; guard.register()\n"
 #: Set on the patched loader, so the workflow can tell that the guard is active.
 MARK = "_shapelm_strict"
 
@@ -95,7 +95,7 @@ def workflow_check() -> None:
         raise SystemExit(
             "shapelm: error: this environment reads Snakemake config files without shapelm's strict "
             f"loader (YTE templates would run as code): run `{Path(sys.executable).name} -m "
-            "shapelm.yte_guard install` (make env does), then Snakemake again")
+            "shapelm.commands.yte_guard install` (make env does), then Snakemake again")
 
 
 def install(site_packages: str | None = None) -> Path:
@@ -107,5 +107,5 @@ def install(site_packages: str | None = None) -> Path:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python -m shapelm.yte_guard install")
+        raise SystemExit("usage: python -m shapelm.commands.yte_guard install")
     print(f"wrote {install()}")

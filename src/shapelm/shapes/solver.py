@@ -13,7 +13,7 @@ ratio near 0.8), the solver
      MIN_D_H_MULTIPLE): at a coarse d_h step the budget can force a shape far from the ratio
      (403M, L 24, ratio 0.6: 1376/672 = 0.49 at multiples of 32, 1280/752 = 0.59 at 16),
   6. refuses (ConfigError naming the best shape found) when even the finest multiple misses.
-Counting uses `shapelm.accounting.param_counts` on the built config, so every norm is counted
+Counting uses `shapelm.shapes.accounting.param_counts` on the built config, so every norm is counted
 exactly as the model has it.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from shapelm.accounting import param_counts
+from shapelm.shapes.accounting import param_counts
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config
 

@@ -25,7 +25,7 @@ def _stage_checks(exp: Experiment) -> list[str]:
     from shapelm.data.plan import check_data
     from shapelm.longctx.plan import check_longctx
 
-    from shapelm.fetch import fetched_by_job
+    from shapelm.commands.fetch import fetched_by_job
 
     return [*check_data(exp), *check_longctx(exp, fetched_by_job)]
 
@@ -34,7 +34,7 @@ def training_gpu_mem_gb(run: dict[str, Any], world_size: int, gpus_per_node: int
     """A lower bound on one GPU's training memory: fp32 weights, gradients and Adam moments
     (16 bytes a parameter, split over ranks under FSDP, over a node's GPUs under HSDP) and the fp32 logits of one micro batch
     with their gradient. Activations come on top; a run this already overflows cannot start."""
-    from shapelm.accounting import param_counts
+    from shapelm.shapes.accounting import param_counts
 
     cfg = run_model_config(run)
     recipe = run_recipe(run)
@@ -115,7 +115,7 @@ def check_experiment(exp: Experiment) -> list[str]:
 
 def _print_fetch_notes(exp: Experiment) -> None:
     """Inputs not fetched yet, each with the job that will fetch it (stderr, at `snakemake -n`)."""
-    from shapelm.fetch import plan_notes
+    from shapelm.commands.fetch import plan_notes
     from shapelm.plan.paths import work_dir
 
     notes = plan_notes(exp, work_dir(exp.name))
@@ -135,14 +135,14 @@ def plan_experiment(config: str | os.PathLike | dict[str, Any], configfiles: Any
 
     `configfiles` are the files Snakemake merged into `config`: read again strictly, because
     Snakemake's own loader keeps the last of two equal keys and evaluates `__use_yte__`
-    templates. A `rehearsal:` config becomes its CPU-sized copy (shapelm.rehearsal). `check`
+    templates. A `rehearsal:` config becomes its CPU-sized copy (shapelm.commands.rehearse). `check`
     adds the data, long-context and cluster checks (where the workflow is planned)."""
     files = [str(path) for path in configfiles]
     for path in files:
         load_yaml(path)
     where = " + ".join(files) or "config"
     if isinstance(config, dict) and config.get("rehearsal"):
-        from shapelm.rehearsal import apply_environment, rehearsal_config
+        from shapelm.commands.rehearse import apply_environment, rehearsal_config
 
         validate_schema(config, where)  # the experiment rehearsed, and its `rehearsal:` section
         apply_environment(config)

@@ -73,7 +73,7 @@ class ParamCounts:
 
 def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamCounts:
     """`tie_embeddings` counts one shared input/output matrix (default: the config's setting;
-    the released Hourglass code ties them, shapelm.recipes)."""
+    the released Hourglass code ties them, shapelm.reference.recipes)."""
     tied = cfg.tie_embeddings if tie_embeddings is None else tie_embeddings
     attention = ffn = norm = 0
     for layer in cfg.layers:

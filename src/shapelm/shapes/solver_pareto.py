@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from shapelm.accounting import decoding_state_bytes, flops_per_token, kv_cache_bytes, param_counts
+from shapelm.shapes.accounting import decoding_state_bytes, flops_per_token, kv_cache_bytes, param_counts
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config
 

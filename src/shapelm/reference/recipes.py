@@ -13,7 +13,7 @@ An official value the pipeline cannot run yet (`supported: false`: tied embeddin
 RoPE scaling, QK-norm weight decay, ...) is refused when the config loads, naming the field, its
 source and why, unless the experiment lists it in `recipe_waive`; the run then trains without
 it and its run config records the waiver under `recipe`. FP8 (`train.fp8`) is applied
-like any other key; the trainer refuses it off a CUDA SM89+ GPU. Where the choice changes a printed number, `shapelm.recipe_diff` computes both:
+like any other key; the trainer refuses it off a CUDA SM89+ GPU. Where the choice changes a printed number, `shapelm.commands.recipe_diff` computes both:
 Figure 4's fits and compute saving, 3B/8B GPU-hours against the papers' wall-clock claims, and
 parameter counts with untied vs tied embeddings.
 
