@@ -14,7 +14,8 @@ from shapelm.records import RecordError, load_json, read_metrics
 from shapelm.results import figures, intervals
 from shapelm.results.context import Context
 from shapelm.results.render import to_markdown
-from shapelm.results.tables import DIVERGED, build_table
+from shapelm.results.tables import build_table
+from shapelm.results.tables.cells import DIVERGED
 
 from results_fixtures import fabricate
 
@@ -68,7 +69,7 @@ def test_tables_say_diverged_not_pending(ctx):
 
 
 def test_figures_say_diverged_not_pending(ctx):
-    fig = figures.lws_fig4_val_ppl(ctx)
+    fig = figures.lws.lws_fig4_val_ppl(ctx)
     labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert any("diverged at step 20" in t for t in labels)
     assert not any("lws_vanilla_12l" in t and "pending" in t for t in labels)

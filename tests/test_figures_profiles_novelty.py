@@ -35,17 +35,17 @@ def test_figures_are_registered_listed_and_render(exp, tmp_path):
         assert ctx.runs_for_table(name), f"no run of {exp.name} lists {name} in tables:"
         for p in FG.write_figure(ctx, name, tmp_path / "f"):
             assert p.stat().st_size > 1000
-    assert "pending: no novelty.json yet" in _texts(FG.tapered_fig4_novelty(ctx))
+    assert "pending: no novelty.json yet" in _texts(FG.tapered.tapered_fig4_novelty(ctx))
 
 
 def test_schedule_figure_draws_the_built_widths(exp, tmp_path):
     from shapelm.model.schedules import tapered_widths
 
     ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
-    fig = FG.tapered_fig3_schedules(ctx)
+    fig = FG.tapered.tapered_fig3_schedules(ctx)
     ax = fig.axes[0]
-    ref = next(r for r in ctx.runs_for_table("tapered_fig3_schedules") if FG._arch_of(ctx, r)["kind"] == "tapered")
-    a = FG._arch_of(ctx, ref)
+    ref = next(r for r in ctx.runs_for_table("tapered_fig3_schedules") if FG.common.arch_of(ctx, r)["kind"] == "tapered")
+    a = FG.common.arch_of(ctx, ref)
     steps = {line.get_label().split(" ")[0]: list(line.get_ydata()) for line in ax.get_lines()
              if "built" in line.get_label()}
     assert set(steps) == {"linear", "cosine", "sigmoid"}
@@ -58,7 +58,7 @@ def test_schedule_figure_draws_the_built_widths(exp, tmp_path):
 def test_lws_profile_figure_follows_the_built_layers(exp, tmp_path):
     ctx = Context(load_plan(exp), tmp_path / "r", tmp_path / "w")
     runs = ctx.runs_for_table("lws_fig3_profiles")
-    fig = FG.lws_fig3_profiles(ctx)
+    fig = FG.lws.lws_fig3_profiles(ctx)
     ffn_lines = [line for line in fig.axes[0].get_lines()]
     assert len(ffn_lines) == len(runs)
     for run, line in zip(runs, ffn_lines):
@@ -84,7 +84,7 @@ def test_novelty_figure_with_results(tmp_path):
     hf.write_text(json.dumps({"n_layers": 4, "n_tokens": 2048, "rho_mlp": [0.0, 0.1, 0.3, 0.2],
                               "rho_block": [0.0, 0.1, 0.2, 0.2], "pearson_layers": [1, 2],
                               "pearson_r_mlp": 1.0, "pearson_r_block": 1.0}))
-    fig = FG.tapered_fig4_novelty(ctx)
+    fig = FG.tapered.tapered_fig4_novelty(ctx)
     text = _texts(fig)
     assert "pending" not in text and "2048 tokens" in text
     lo = R.printed("tapered_sec4_novelty", "novelty_rho_mlp", "r_min").text

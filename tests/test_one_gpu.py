@@ -9,7 +9,7 @@ import pytest
 
 from shapelm.plan.build import load_plan
 from shapelm.results import artifacts, build_results
-from shapelm.results.figures import TOKEN_UNITS, _token_unit, _tokens_text
+from shapelm.results.figures.lws import TOKEN_UNITS, _token_unit, _tokens_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,8 @@ from shapelm.results.context import Context
 from shapelm.results.figures import write_figure
 from shapelm.results.render import write_table
 from shapelm.results.readers import read_downstream, read_ppl
-from shapelm.results.tables import KNOWN_DIFFERENCES, build_table, regenerated_tables
+from shapelm.results.tables import build_table, regenerated_tables
+from shapelm.results.tables.gaps import KNOWN_DIFFERENCES
 
 from results_fixtures import fabricate, fake_downstream
 
@@ -394,7 +395,7 @@ def test_panels_without_configured_runs_say_so(default_ctx):
     from shapelm.results import figures as FG
 
     assert not default_ctx.runs_for_table("hourglass_fig3_906m_sweep")
-    fig = FG.fig3_906m_sweep(default_ctx)
+    fig = FG.hourglass.fig3_906m_sweep(default_ctx)
     ax = fig.axes[0]
     assert "no runs configured" in _texts(fig)
     assert not ax.get_xticks().size and ax.get_legend() is None  # no FLOPs axis, no legend of absent markers
@@ -403,7 +404,7 @@ def test_panels_without_configured_runs_say_so(default_ctx):
 def test_long_context_title_from_the_runs_and_ruler_on_its_scale(default_ctx):
     from shapelm.results import figures as FG
 
-    fig = FG.longctx(default_ctx)
+    fig = FG.hourglass.longctx(default_ctx)
     runs = default_ctx.runs_for_table("hourglass_longctx")
     title = fig._suptitle.get_text()
     assert all(r in title for r in runs) and "tiny" in title and "scaled down" in title
@@ -415,7 +416,7 @@ def test_long_context_title_from_the_runs_and_ruler_on_its_scale(default_ctx):
 def test_figure4_puts_ours_on_its_own_axis_marked_scaled(default_ctx):
     from shapelm.results import figures as FG
 
-    fig = FG.fig4_compute_fit(default_ctx)
+    fig = FG.hourglass.fig4_compute_fit(default_ctx)
     paper_ax, ours_ax = fig.axes  # ours in a panel of its own: another quantity than the paper's 5-task mean
     text = _texts(fig)
     assert "average downstream accuracy (5 tasks)" in text and "another quantity" in text
@@ -428,7 +429,7 @@ def test_figure4_puts_ours_on_its_own_axis_marked_scaled(default_ctx):
 def test_figure5_has_a_tick_at_the_papers_64k_point(default_ctx):
     from shapelm.results import figures as FG
 
-    fig = FG.fig5_decode_latency(default_ctx)
+    fig = FG.hourglass.fig5_decode_latency(default_ctx)
     assert 65536 in list(fig.axes[0].get_xticks())
     assert "64k" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
 

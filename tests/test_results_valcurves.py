@@ -98,7 +98,7 @@ def test_lws_figures_draw_every_run(paper_ctx, name, tmp_path):
         assert all(len(ln.get_xdata()) == 10 for ln in lines)  # the 10 fabricated evaluations
     total = paper_ctx.acc(runs[0])["total_tokens"] / 1e9
     if "val_ppl" in name:  # Table 3's PPL drawn as markers at the end of training, not only named
-        printed = sorted(FG._lws_paper_final(r).value for r in runs if FG._lws_paper_final(r))
+        printed = sorted(FG.lws._lws_paper_final(r).value for r in runs if FG.lws._lws_paper_final(r))
         assert printed and sorted(m.get_ydata()[0] for m in markers) == sorted(printed * panels)
         assert all(m.get_xdata()[0] == pytest.approx(total) for m in markers)
     else:
@@ -123,7 +123,7 @@ def test_figures_say_pending_without_metrics(tmp_path):
         fig = FG.FIGURES[name][0](ctx)
         text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
         assert "pending" in text or "not configured" in text, name
-    fig = FG.lws_fig4_val_ppl(ctx)
+    fig = FG.lws.lws_fig4_val_ppl(ctx)
     assert "no runs configured" in "\n".join(t.get_text() for t in fig.axes[1].texts)  # no 18L run
 
 
@@ -175,7 +175,7 @@ def test_fig3_markers_encode_the_ratio_as_the_paper(tmp_path):
     ctx = Context(load_plan(exp), tmp_path / "results", tmp_path / "work")
     runs = ctx.runs_for_table("hourglass_fig3_906m_sweep")
     fabricate(exp, tmp_path / "results", tmp_path / "work", runs=runs)
-    fig = FG.fig3_906m_sweep(Context(load_plan(exp), tmp_path / "results", tmp_path / "work"))
+    fig = FG.hourglass.fig3_906m_sweep(Context(load_plan(exp), tmp_path / "results", tmp_path / "work"))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "hourglass K=4, d_h/d_model ~0.6, L=12" in labels and "hourglass K=4, d_h/d_model ~0.9, L=16" in labels
     paths = {}
@@ -200,7 +200,7 @@ def test_tapered_heatmap_draws_the_tiny_pair(default_ctx):
 
     fig = FG.FIGURES["tapered_table1_heatmap"][0](default_ctx)
     ours = fig.axes[1]
-    cosine = FG.SCHEDULES.index("cosine"), FG.RATIOS.index("1p5_0p5")
+    cosine = FG.tapered.SCHEDULES.index("cosine"), FG.tapered.RATIOS.index("1p5_0p5")
     cell = next(t.get_text() for t in ours.texts if t.get_position() == (cosine[1], cosine[0]))
     indist = final_val(default_ctx, "tp760m_cosine_1p5_0p5")[HELDOUT_SPLIT]["ppl"]
     assert cell == f"{indist:.2f}"
@@ -248,11 +248,11 @@ def test_table6_maps_the_tiny_set_names_and_table7_averages_its_own_tasks(tmp_pa
 def test_the_tapered_heatmap_places_the_configured_runs_by_their_shape(tmp_path):
     # the tiny default's pair is not named tp440m_*: its cells come from the runs' arch
     from shapelm.results.context import Context
-    from shapelm.results.figures import _heatmap_runs
+    from shapelm.results.figures.tapered import heatmap_runs
 
     root = Path(__file__).resolve().parents[1]
     ctx = Context(load_plan(root / "configs" / "default.yaml"), tmp_path / "results", tmp_path / "work")
-    cells, uniform = _heatmap_runs(ctx)
+    cells, uniform = heatmap_runs(ctx)
     assert cells == {("cosine", "1p5_0p5"): "tp760m_cosine_1p5_0p5"} and uniform == "tp760m_uniform"
 
 

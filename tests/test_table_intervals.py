@@ -184,7 +184,7 @@ def test_figure4_shades_our_fit_only_where_the_points_have_errors(tmp_path):
 
     from results_fixtures import fake_downstream
     from shapelm.plan.experiment import load_experiment
-    from shapelm.results.figures import fig4_compute_fit
+    from shapelm.results.figures.hourglass import fig4_compute_fit
 
     exp = load_experiment("configs/paper.yaml")
     accs = {"hg906m_conv": .50, "hg3b_conv": .62, "hg8b_conv": .70, "hg906m_hg": .505, "hg3b_hg": .628, "hg8b_hg": .706}

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from shapelm.analysis import novelty as N
+from shapelm.analysis import novelty
 from shapelm.analysis.novelty import AnalysisError
 from shapelm.errors import ShapelmError
 
@@ -42,7 +42,7 @@ def load_shapelm(path: str | os.PathLike, device: str, dtype) -> LoadedModel:
         model = load_model(path, device=device, dtype=dtype)
     except ShapelmError as err:
         raise AnalysisError(str(err)) from err
-    return LoadedModel(model, "shapelm", str(path), N.shapelm_taps(model),
+    return LoadedModel(model, "shapelm", str(path), novelty.shapelm_taps(model),
                        lambda ids: model.hidden_states(ids), vocab_size=model.config.vocab_size,
                        max_len=getattr(model.config, "max_seq_len", None))
 
@@ -82,7 +82,7 @@ def load_hf(spec: str, device: str, dtype, trust_remote_code: bool = False) -> L
         tok = None
     cfg = model.config
     max_len = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
-    return LoadedModel(model, "hf", spec, N.hf_taps(model), lambda ids: model(input_ids=ids, use_cache=False),
+    return LoadedModel(model, "hf", spec, novelty.hf_taps(model), lambda ids: model(input_ids=ids, use_cache=False),
                        tokenizer=tok, max_len=max_len, vocab_size=getattr(cfg, "vocab_size", None))
 
 
@@ -170,7 +170,7 @@ def token_stream(m: LoadedModel, text: str, n_tokens: int, tokenizer: str | None
     return ids
 
 
-def run_novelty(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: int = 1024,
+def run_novelty(model: str, text: str, n_tokens: int = novelty.PAPER_TOKENS, seq_len: int = 1024,
                 tokenizer: str | None = None, text_tokenizer: str | None = None, device: str = "auto",
                 dtype: str = "float32", trust_remote_code: bool = False) -> dict[str, Any]:
     from shapelm.evaluation.loading import resolve_device, resolve_dtype
@@ -187,7 +187,7 @@ def run_novelty(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: 
         log.info("seq_len %d > %s's context %d: using %d", seq_len, m.name, m.max_len, m.max_len)
         seq_len = m.max_len
     ids = token_stream(m, text, n_tokens, tokenizer, text_tokenizer).to(dev)
-    result = N.measure(m.model, m.taps, m.forward, ids, seq_len)
+    result = novelty.measure(m.model, m.taps, m.forward, ids, seq_len)
     return {"model": m.name, "model_kind": m.kind, "text": str(text), "device": dev, "dtype": str(dt),
             "definition": DEFINITION, **result}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shapelm import files
-from shapelm import reference as R
+from shapelm import reference
 from shapelm.config import Experiment, load_yaml, merge
 from shapelm.plan.build import load_plan
 from shapelm.plan.document import Plan
@@ -32,17 +32,17 @@ PlanSource = Plan | Experiment | str | Path
 
 
 def _b200() -> dict[str, Any]:
-    return R.load_recipes()["hardware"]
+    return reference.load_recipes()["hardware"]
 
 
 def table2_model(run: str, recipe: str = "paper"):
     """A Table 2 model from the reference shape and the recipe's vocabulary (for counting)."""
     from shapelm.model.builders import build_model_config
 
-    shape = dict(R.row("hourglass_table2", run)["shape"])
+    shape = dict(reference.row("hourglass_table2", run)["shape"])
     if shape["kind"] == "conventional":
         shape.pop("k", None)
-    shape["vocab_size"] = R.load_recipes()["vocab"][recipe]["value"]
+    shape["vocab_size"] = reference.load_recipes()["vocab"][recipe]["value"]
     shape["max_seq_len"] = 4096
     return build_model_config(shape, f"hourglass_table2/{run}")
 
@@ -81,7 +81,7 @@ def derived_rows() -> list[dict[str, str]]:
     oc, oh, os_ = fig4_under("official")
     how = ("least squares Acc = a + b log10 C over Table 2's printed Avg Acc and C = printed per-step FLOPs x "
            "tokens / 4,194,304 (shapelm.results.claims)")
-    fig4 = R.row("hourglass_fig4_compute_fit", "fit_acc_vs_log_compute")["values"]
+    fig4 = reference.row("hourglass_fig4_compute_fit", "fit_acc_vs_log_compute")["values"]
     add("figure4", "fit R^2, conventional", pc.r2, oc.r2, ".4f", how,
         f"printed {fig4['r2_first']} (Figure 4 caption); {tok['paper']} vs {tok['official']}")
     add("figure4", "fit R^2, hourglass", ph.r2, oh.r2, ".4f", how,
@@ -95,7 +95,7 @@ def derived_rows() -> list[dict[str, str]]:
     hw = _b200()
     peak_bf16, peak_fp8 = hw["b200"]["bf16_dense_tflops"] * 1e12, hw["b200"]["fp8_dense_tflops"] * 1e12
     mfu = float(hw["assumed_mfu"])
-    for claim in R.load_recipes()["wall_clock_claims"]:
+    for claim in reference.load_recipes()["wall_clock_claims"]:
         run, group = claim["run"], claim["group"]
         flops = {r: train_flops_total(run, group, r) for r in RECIPE_NAMES}
         how = ("shapelm.accounting A.8 FLOPs x the recipe's tokens / (B200 dense BF16 peak x assumed MFU "
@@ -171,7 +171,7 @@ def _md_cell(text: str) -> str:
 def to_markdown(source: PlanSource, rows: list[dict[str, str]]) -> str:
     plan = load_plan(source)
     by = followed(plan)
-    repos = R.load_recipes()["repositories"]
+    repos = reference.load_recipes()["repositories"]
     lines = [f"# Recipe diff: paper text vs released code ({plan.name})", "",
              f"Experiment `{plan.name}` follows recipe **{plan.recipe}**; "
              + "; ".join(f"{name}: {len(runs)} run(s)" + (f" ({', '.join(runs)})" if runs and name == "official" else "")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shapelm import reference as R
+from shapelm import reference
 from shapelm.errors import ConfigError
 
 RECIPE_NAMES = ("paper", "official")
@@ -85,7 +85,7 @@ class Field:
         if a == b:
             return "same"
         numeric = isinstance(b, (int, float)) and not isinstance(b, bool)
-        if self.paper.printed and numeric and R.PrintedNumber.parse(self.paper.printed).matches(b):
+        if self.paper.printed and numeric and reference.PrintedNumber.parse(self.paper.printed).matches(b):
             return "agrees at printed precision"
         return "differs"
 
@@ -107,7 +107,7 @@ def _value_text(v: Any) -> str:
 
 
 def groups() -> dict[str, dict[str, Any]]:
-    return R.load_recipes()["recipes"]
+    return reference.load_recipes()["recipes"]
 
 
 def fields(group: str) -> dict[str, Field]:
@@ -130,7 +130,7 @@ def group_for_scale(scale: str) -> str | None:
 
 def expand_source(text: str) -> str:
     """"hourglass:path:12" -> "mtkresearch/Hourglass_LM@1f0ae80 path:12"; other text unchanged."""
-    repos = R.load_recipes()["repositories"]
+    repos = reference.load_recipes()["repositories"]
     key, sep, rest = text.partition(":")
     if sep and key in repos:
         return f"{repos[key]['repo']}@{repos[key]['commit'][:7]} {rest}"

@@ -249,17 +249,17 @@ def family(run: str) -> str:
 
 
 def _printed_loss(run: str) -> tuple[float, str] | None:
-    from shapelm import reference as R
+    from shapelm import reference
 
-    for t in R.tables():
-        for row in R.table(t):
+    for t in reference.tables():
+        for row in reference.table(t):
             if row.get("run") != run:
                 continue
             values = row.get("values") or {}
             for col in ("val_loss", "val_ppl"):
                 if col in values:
                     try:
-                        return R.printed(t, run, col).value, f"{t}.{col}"
+                        return reference.printed(t, run, col).value, f"{t}.{col}"
                     except (KeyError, ValueError):
                         continue
     return None
