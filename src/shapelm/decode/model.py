@@ -22,7 +22,8 @@ from shapelm.decode.mla import MLAAttention
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.titans import NeuralMemory
-from shapelm.model.transformer import RMSNorm, Transformer, build_model
+from shapelm.model.layers import RMSNorm
+from shapelm.model.transformer import Transformer, build_model
 
 try:  # skips torch's initialisers on meta tensors (values are drawn after materialising)
     from shapelm.model.transformer import _skip_init
