@@ -150,7 +150,7 @@ def test_finetune_makes_the_updates_of_plain_adamw_on_its_segments(setup):
 
 
 def test_one_module_steps_an_optimizer():
-    """Pretraining and the finetune update weights through one function (train.loop.update):
+    """Pretraining and the finetune update weights through one function (train.steps.update):
     no other module of the package calls an optimizer's step()."""
     import ast
     from pathlib import Path
@@ -164,7 +164,7 @@ def test_one_module_steps_an_optimizer():
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "step" and "opt" in ast.unparse(node.func.value).lower()):
                 stepping.add(path.relative_to(root).as_posix())
-    assert stepping == {"train/loop.py"}
+    assert stepping == {"train/steps.py"}
 
 
 def test_finetune_defaults_live_in_the_schema_and_the_config():
@@ -196,8 +196,8 @@ def test_finetune_defaults_live_in_the_schema_and_the_config():
 
 
 def test_one_step_loop_runs_pretraining_and_the_finetune():
-    """The finetune is a recipe handed to pretraining's step loop (train.loop.run_steps): no
-    module but train/loop.py calls `update` or `agree_to_stop`, and both trainers call
+    """The finetune is a recipe handed to pretraining's step loop (train.steps.run_steps): no
+    module but train/steps.py calls `update` or `agree_to_stop`, and both trainers call
     run_steps."""
     import ast
     from pathlib import Path
@@ -210,7 +210,7 @@ def test_one_step_loop_runs_pretraining_and_the_finetune():
         f = node.func
         if isinstance(f, ast.Name):
             return f.id
-        if isinstance(f, ast.Attribute) and (f.attr != "update" or ast.unparse(f.value) == "loop"):
+        if isinstance(f, ast.Attribute) and (f.attr != "update" or ast.unparse(f.value) == "steps"):
             return f.attr
         return None
 
@@ -221,5 +221,5 @@ def test_one_step_loop_runs_pretraining_and_the_finetune():
             name = called(node)
             if name in by_name:
                 by_name[name].add(path.relative_to(root).as_posix())
-    assert by_name["update"] == by_name["agree_to_stop"] == {"train/loop.py"}
+    assert by_name["update"] == by_name["agree_to_stop"] == {"train/steps.py"}
     assert by_name["run_steps"] == {"train/loop.py", "longctx/finetune.py"}

@@ -1,4 +1,4 @@
-"""The ranks' agreement to stop at a step boundary (shapelm.train.loop.agree_to_stop), which
+"""The ranks' agreement to stop at a step boundary (shapelm.train.steps.agree_to_stop), which
 pretraining and the YaRN finetune share: a signal or time limit on one rank stops every rank,
 each with the same signal number, so all checkpoint and exit 128 + signal alike.
 
@@ -39,7 +39,7 @@ def test_a_signal_on_one_rank_stops_every_rank_with_it():
 
 def test_one_process_stops_on_its_own_signal_or_clock():
     from shapelm.train.distributed import DistEnv
-    from shapelm.train.loop import agree_to_stop
+    from shapelm.train.steps import agree_to_stop
     from shapelm.train.preempt import Preemption
 
     env = DistEnv()
@@ -51,7 +51,7 @@ def test_one_process_stops_on_its_own_signal_or_clock():
 
 def _rank() -> int:
     from shapelm.train.distributed import process_group
-    from shapelm.train.loop import agree_to_stop
+    from shapelm.train.steps import agree_to_stop
     from shapelm.train.preempt import Preemption
 
     with process_group("cpu") as env:
