@@ -73,26 +73,3 @@ def test_greedy_generate_matches_uncached_argmax():
     assert greedy_generate(model, prompt, 12, prefill_chunk=None) == out
     stop = out[3]
     assert greedy_generate(model, prompt, 12, eos_id=stop) == out[: out.index(stop)]
-
-
-def test_write_longctx_report(tmp_path):
-    from shapelm.longctx.report import write_longctx_report
-
-    results = []
-    for run, shift in (("conventional", 0.0), ("hourglass", -0.3)):
-        results.append({"kind": "proofpile", "run": run, "lengths": [256, 512, 1024],
-                        "ppl": {str(L): 8.0 + shift + i * 0.2 for i, L in enumerate((256, 512, 1024))}})
-        p = tmp_path / f"{run}_ruler.json"
-        p.write_text(json.dumps({"kind": "ruler", "run": run, "lengths": [256, 512, 1024], "scores": {
-            str(L): {"niah_single_1": 50.0 - i * 10 - shift * 10, "mean": 40.0 - i * 10 - shift * 10}
-            for i, L in enumerate((256, 512, 1024))}}))
-        results.append(p)
-    paths = write_longctx_report(results, tmp_path / "tables", tmp_path / "figures")
-    for p in paths.values():
-        assert p.is_file() and p.stat().st_size > 0
-    lines = paths["csv"].read_text().splitlines()
-    assert lines[0].startswith("run,length,proofpile_ppl,ruler_niah_single_1")
-    assert len(lines) == 7
-    table = json.loads(paths["json"].read_text())
-    row = table["rows"][0]
-    assert row["run"] == "conventional" and row["length"] == 256 and row["ruler_mean"] == 40.0
