@@ -100,9 +100,9 @@ def workflow_check() -> None:
 
 def install(site_packages: str | None = None) -> Path:
     """Write the start-up hook into this environment's site-packages."""
-    path = Path(site_packages or sysconfig.get_paths()["purelib"]) / PTH_NAME
-    path.write_text(PTH_LINE)
-    return path
+    from shapelm import files  # here, not at the top: the start-up hook imports this module
+
+    return files.write_text(Path(site_packages or sysconfig.get_paths()["purelib"]) / PTH_NAME, PTH_LINE)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ from shapelm.data.tokens import (
     make_manifest,
 )
 from shapelm.errors import DataError
-from shapelm.files import publish, write_bytes
+from shapelm.files import open_temp, publish, write_bytes
 
 INSTANCE_LEN = 4096
 SEED = 6198
@@ -415,7 +415,7 @@ def slice_olmo(
             tmp = out / f".{name}.tmp"
             h = hashlib.sha256()
             part_max[0] = 0
-            with open(tmp, "wb") as fh:
+            with open_temp(tmp) as fh:
                 try:
                     for c_lo in range(lo, hi, chunk):
                         c_hi = min(hi, c_lo + chunk)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelm.files import publish
+from shapelm.files import open_temp, publish
 from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
@@ -324,7 +324,7 @@ def _write_part(
     n_out = max_id = pieces = with_eos = 0
     pos, stop = start, min(src.n_tokens, start + part_tokens)
     try:
-        with open(tmp, "wb") as fh:
+        with open_temp(tmp) as fh:
             while pos < stop and (remaining is None or n_out < remaining):
                 end = chunk_end(src, pos, min(stop, pos + chunk_tokens), source.eos_id, boundary)
                 chunk = src.read(pos, end - pos)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelm.files import publish
+from shapelm.files import open_temp, publish
 from shapelm.errors import DataError
 from shapelm.data.sources import is_url, stream_source
 from shapelm.data.tokens import MANIFEST, atomic_write_json, make_manifest
@@ -145,7 +145,7 @@ def copy_tokens(
         tmp = out / f".{name}.tmp"
         h = hashlib.sha256()
         n_bytes, mx, carry = 0, 0, b""
-        with open(tmp, "wb") as f:
+        with open_temp(tmp) as f:
             for b in stream_source(src, chunk_bytes):
                 f.write(b)
                 h.update(b)

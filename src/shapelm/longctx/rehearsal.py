@@ -40,6 +40,7 @@ import random
 import re
 from pathlib import Path
 
+from shapelm import files
 from shapelm.errors import DataError
 
 PG19_BOOKS = 8  # 6 train, 1 validation, 1 test
@@ -74,8 +75,7 @@ def _texts():
 
 
 def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    files.write_text(path, text)
 
 
 def _write_json(path: Path, obj) -> None:
@@ -105,9 +105,7 @@ def write_proofpile(root: Path, modules) -> None:
             text = m.text[: m.text.rfind("\n", 0, PROOFPILE_MAX_CHARS) + 1] if len(m.text) > PROOFPILE_MAX_CHARS else m.text
             rec = {"text": text, "meta": {"config": "stdlib", "file": m.name}}
             gz.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
-    out = root / "test" / "proofpile_test.jsonl.gz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(buf.getvalue())
+    files.write_bytes(root / "test" / "proofpile_test.jsonl.gz", buf.getvalue())
 
 
 def paragraphs(text: str, max_words: int = QA_PARAGRAPH_WORDS) -> list[str]:
