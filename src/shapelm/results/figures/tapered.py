@@ -156,17 +156,17 @@ def tapered_blocks(ctx: Context) -> plt.Figure:
 
 def _novelty_results(ctx: Context) -> list[tuple[str, dict, bool]]:
     """(label, novelty JSON, is ours) for our runs listing the figure, then the cached HF models."""
-    from shapelm.results.readers import load_json
+    from shapelm.results.readers import read_novelty
 
     out = []
     for run in ctx.runs_for_table("tapered_fig4_novelty"):
-        data = load_json(ctx.run_file(run, "novelty.json"))
-        if isinstance(data, dict):
+        data = read_novelty(ctx.run_file(run, "novelty.json"))
+        if data is not None:
             out.append((run_label(ctx, run), data, True))
     hf_dir = ctx.results_dir / "analysis" / "novelty"
     for path in sorted(hf_dir.glob("*.json")) if hf_dir.is_dir() else []:
-        data = load_json(path)
-        if isinstance(data, dict):
+        data = read_novelty(path)
+        if data is not None:
             out.append((path.stem, data, False))
     return out
 
