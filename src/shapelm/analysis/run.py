@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from shapelm import files
 from shapelm.analysis import novelty
 from shapelm.analysis.novelty import AnalysisError
 from shapelm.errors import ShapelmError
@@ -192,17 +193,11 @@ def run_novelty(model: str, text: str, n_tokens: int = novelty.PAPER_TOKENS, seq
             "definition": DEFINITION, **result}
 
 
-def write_json(path: str | os.PathLike, obj: dict) -> Path:
-    from shapelm.evaluation.loading import atomic_write_json
-
-    return atomic_write_json(path, obj)
-
-
 def novelty_cli(args) -> int:
     result = run_novelty(args.model, args.text, n_tokens=args.tokens, seq_len=args.seq_len,
                          tokenizer=args.tokenizer, text_tokenizer=args.text_tokenizer, device=args.device,
                          dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    write_json(args.out, result)
+    files.write_json(args.out, result)
     fmt = lambda v: "n/a" if v is None else f"{v:+.3f}"  # noqa: E731
     print(f"{result['model']}: {result['n_layers']} layers, {result['n_tokens']} tokens; Pearson r with layer "
           f"index (layers 1..L-2): MLP {fmt(result['pearson_r_mlp'])}, block {fmt(result['pearson_r_block'])} "

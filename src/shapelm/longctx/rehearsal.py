@@ -78,10 +78,6 @@ def _write_text(path: Path, text: str) -> None:
     files.write_text(path, text)
 
 
-def _write_json(path: Path, obj) -> None:
-    _write_text(path, json.dumps(obj, ensure_ascii=False, indent=1) + "\n")
-
-
 def write_pg19(root: Path, articles) -> None:
     """deepmind's layout: <split>/<book id>.txt. Articles go, longest first, to the shortest book
     so far (books of similar length); the last two books are validation and test."""
@@ -171,7 +167,7 @@ def write_squad(path: Path, articles) -> None:
                                         "answers": [], "plausible_answers": [{"text": q[1], "answer_start": 0}]})
             n += 1
         data.append({"title": _title(art), "paragraphs": out_paras})
-    _write_json(path, {"version": "v2.0", "data": data})
+    files.write_json(path, {"version": "v2.0", "data": data}, ensure_ascii=False, indent=1)
 
 
 def _sentences(paragraph: str) -> list[str]:
@@ -199,7 +195,7 @@ def write_hotpotqa(path: Path, articles) -> None:
         rows.append({"_id": _hash(f"hotpot/{i}")[:24], "answer": q[1], "question": q[0],
                      "supporting_facts": [[t1, 0], [t2, sid]], "context": context,
                      "type": "bridge", "level": "medium"})
-    _write_json(path, rows)
+    files.write_json(path, rows, ensure_ascii=False, indent=1)
 
 
 def write_longctx_inputs(out_dir: Path) -> dict:
@@ -209,7 +205,8 @@ def write_longctx_inputs(out_dir: Path) -> dict:
     books, essays, modules = _texts()
     write_pg19(root / "pg19", books)
     write_proofpile(root / "proofpile", modules)
-    _write_json(root / "ruler" / "PaulGrahamEssays.json", {"text": "\n\n".join(a.text.strip() for a in essays)})
+    essays_text = "\n\n".join(a.text.strip() for a in essays)
+    files.write_json(root / "ruler" / "PaulGrahamEssays.json", {"text": essays_text}, ensure_ascii=False, indent=1)
     write_squad(root / "ruler" / "squad.json", essays)
     write_hotpotqa(root / "ruler" / "hotpotqa.json", essays)
     return {"longctx": {
