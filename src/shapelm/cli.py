@@ -1,7 +1,9 @@
 """`shapelm <command>`: the entry points the Snakemake rules call.
 
-Each stage module registers its own subcommands through `add_commands(subparsers)`; this file
-only lists the modules. A `ShapelmError` is printed as one clear line and exits with status 2.
+Where a command lives: a stage's own commands in `STAGE/cli.py` (`shapelm.data.cli`,
+`shapelm.train.cli`, ...); a command that reads the plan or spans stages in `shapelm.commands`.
+Each registers its subcommands through `add_commands(subparsers)`; this file only lists the
+modules. A `ShapelmError` is printed as one clear line and exits with status 2.
 """
 
 from __future__ import annotations
