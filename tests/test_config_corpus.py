@@ -371,6 +371,10 @@ CEILINGS = {
     "rope_theta-1e20": ("model_defaults.rope_theta", 1e20), "longctx-factor-10**6": ("longctx.factor", 10**6),
     "longctx-lengths": ("longctx.lengths", [2**40]), "finetune_steps": ("longctx.finetune_steps", 10**12),
     "corpus-vocab": ("data.default_corpus.vocab_size", 2**40),
+    # the papers' longest context (131,072) and 10-16x their counts and batches
+    "longctx-lengths-beyond-128k": ("longctx.lengths", [512, 262144]), "longctx-seq_len": ("longctx.seq_len", 262144),
+    "proofpile_min_tokens": ("longctx.proofpile_min_tokens", 262144), "proofpile_num_docs": ("longctx.proofpile_num_docs", 10**5),
+    "ruler_samples": ("longctx.ruler_samples", 10**5), "finetune_batch": ("longctx.finetune_batch", 4096),
 }
 for label, (key, value) in CEILINGS.items():
     case(f"ceiling-{label}", edit(key, value), key)

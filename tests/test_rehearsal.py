@@ -68,14 +68,23 @@ def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
     assert run["train"]["total_tokens"] < 10**6 and run["train"]["seq_len"] <= 64 and not run["train"]["fp8"]
 
 
+def shape_family(arch: dict) -> tuple:
+    """What decides which code a run's model runs: its kind and every named choice (mixer,
+    schedule, variant, ...), not its sizes."""
+    return tuple(sorted((key, value) for key, value in arch.items() if isinstance(value, str)))
+
+
 @pytest.mark.parametrize("config", ["paper.yaml", "one-gpu.yaml"])
 def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, config):
-    """What a dry run cannot show: each run's model builds and its first update is finite (the
-    paper's runs, and the one-GPU experiment's, shrunk as `shapelm rehearse` shrinks them)."""
+    """What a dry run cannot show: each run's model builds and its first gradient is finite (the
+    paper's runs, and the one-GPU experiment's, shrunk as `shapelm rehearse` shrinks them); one
+    run of each shape family also takes a whole training step through the trainer (its data,
+    optimizer, checkpoint and metrics), the others differ from it in sizes only."""
     import numpy as np
     import torch
 
     from shapelm.data.tokens import write_token_dir
+    from shapelm.model import ModelConfig, build_model
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
     from shapelm.commands.rehearse import rehearsal_config, write_inputs
@@ -89,15 +98,27 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, confi
     write_token_dir(tokens, ids, vocab_size=256, eos_id=0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    trained = {}
     try:
         for name in small.raw["runs"]:  # a run's later seeds (`seeds:`) differ in the seed only
-            result = train(resolve_run(small.raw, name), tmp_path / "runs" / name, tokens,
-                           max_steps=1, progress=False)
+            run = resolve_run(small.raw, name)
+            model = build_model(ModelConfig.from_dict(run["model"]))
+            batch = torch.from_numpy(ids[: 2 * 33].astype(np.int64) % 256).view(2, 33)
+            loss = model(batch[:, :-1], labels=batch[:, 1:]).loss
+            loss.backward()
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            assert torch.isfinite(loss) and grads and all(torch.isfinite(g).all() for g in grads), name
+            family = shape_family(run["arch"])
+            if family in trained:
+                continue
+            trained[family] = name
+            result = train(run, tmp_path / "runs" / name, tokens, max_steps=1, progress=False)
             assert result.status == "stopped" and result.step == 1, (name, result)
             record = json.loads((tmp_path / "runs" / name / "metrics.jsonl").read_text().splitlines()[-1])
             assert np.isfinite(record["loss"]), (name, record)
     finally:
         torch.set_num_threads(threads)
+    assert len(trained) >= (17 if config == "paper.yaml" else 5), trained
     assert set(small.raw["runs"]) == set(paper_raw["runs"])  # the rehearsal keeps every paper run
     later_seeds = sum(len(spec.get("seeds", [0])) - 1 for spec in paper_raw["runs"].values())
     assert len(small.runs) == len(paper_raw["runs"]) + later_seeds

@@ -63,3 +63,46 @@ def test_a_profile_config_is_not_read_through_the_guard(tmp_path):
     seen = _snakemake_with_spy(tmp_path, "--profile", str(profile))
     assert not any(Path(c).parent == profile for c in seen["calls"]), seen
     assert marker.exists(), "a profile template no longer runs: update the README's YTE limitation"
+
+
+def test_pip_install_alone_guards_snakemake(tmp_path):
+    """`pip install .` (here uv's, the same wheel build) and nothing else: the wheel carries the
+    start-up hook (setup.py), so a `__use_yte__` config is refused before its template runs.
+    The dependencies come from this environment by PYTHONPATH (no second install of torch)."""
+    import os
+    import shutil
+    import sysconfig
+
+    from shapelm.commands import yte_guard
+
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if uv is None:
+        import pytest
+
+        pytest.skip("uv is not installed")
+    root = Path(__file__).resolve().parents[1]
+    source = tmp_path / "source"  # the tracked tree, as a fresh clone has it
+    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
+    for rel in files.split():
+        if rel.startswith(("src/", "setup.py", "pyproject.toml", "README.md", "LICENSE")):
+            (source / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, source / rel)
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    env = {**os.environ, "VIRTUAL_ENV": str(venv)}
+    subprocess.run([uv, "pip", "install", "-q", "--no-deps", str(source)], env=env, check=True, timeout=300,
+                   capture_output=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert (Path(site) / yte_guard.PTH_NAME).read_text() == yte_guard.PTH_LINE
+    marker = tmp_path / "template-ran"
+    config = tmp_path / "yte.yaml"
+    config.write_text(f"__use_yte__: true\nname: ?__import__('pathlib').Path({str(marker)!r}).touch() or 'x'\n")
+    (tmp_path / "Snakefile").write_text('rule all:\n    shell: "true"\n')
+    run_env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    run_env.pop("VIRTUAL_ENV", None)
+    proc = subprocess.run([str(python), "-m", "snakemake", "-n", "--cores", "1", "--configfile", str(config)],
+                          cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and not marker.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "shapelm: error:" in proc.stderr and "__use_yte__" in proc.stderr, proc.stderr[-2000:]

@@ -204,3 +204,32 @@ def novelty_cli(args) -> int:
           f"-> {args.out}")
     print(json.dumps({"rho_mlp": result["rho_mlp"], "rho_block": result["rho_block"]}))
     return 0
+
+
+def run_depth(model: str, text: str, n_tokens: int = novelty.PAPER_TOKENS, seq_len: int = 256,
+              device: str = "auto") -> dict[str, Any]:
+    """Residual-stream norms and skip losses per layer of one of our checkpoints
+    (shapelm.analysis.depth), on the first `n_tokens` of `text`."""
+    from shapelm.analysis.depth import measure_depth
+    from shapelm.evaluation.loading import resolve_device
+
+    if n_tokens < 2 or seq_len < 1:
+        raise AnalysisError(f"--tokens must be at least 2 and --seq-len positive (got {n_tokens}, {seq_len})")
+    dev = resolve_device(device)
+    if not _is_shapelm_checkpoint(Path(model)):
+        raise AnalysisError(f"{model}: not a shapelm checkpoint (run dir or weights dir); the depth analyses "
+                            "hook the blocks of our models")
+    m = load_shapelm(model, dev, torch.float32)
+    ids = token_stream(m, text, n_tokens).to(dev)
+    return {"model": m.name, "text": str(text), "device": dev, **measure_depth(m.model, ids, seq_len)}
+
+
+def depth_cli(args) -> int:
+    result = run_depth(args.model, args.text, n_tokens=args.tokens, seq_len=args.seq_len, device=args.device)
+    files.write_json(args.out, result)
+    deltas = " ".join(f"{layer['skip_delta']:+.3f}" for layer in result["layers"])
+    norms = " ".join(f"{a['residual_norm']:.2f}" for a in result["applied"])
+    print(f"{result['model']}: loss {result['loss']:.4f} on {result['tokens']} tokens -> {args.out}\n"
+          f"  loss increase when layer l is skipped: {deltas}\n"
+          f"  residual-stream norm after each block: {norms}")
+    return 0
