@@ -23,7 +23,7 @@ For a 2-layer MLP every u_s is a pair of rank-1 matrices (d1_s k_s^T, d2_s a_s^T
 is computed without materialising per-token weights: W1_t q_t = beta_t W1_0 q_t + gamma_t S1_0 q_t
 - sum_s C[t,s] (k_s . q_t) d1_s, an attention-like product over the chunk, and the same for W2.
 `recurrent_step` is the token-by-token form (state M0, M, S and the position in the chunk) used
-for decoding; tests/test_titans.py checks both against a token-by-token loop written from the
+for decoding; tests/model/test_titans.py checks both against a token-by-token loop written from the
 paper's equations (per-sample gradients by torch.func).
 
 `NeuralMemory` wraps the memory as the paper's Section 4.4 builds it (q/k/v convolution and SiLU,
