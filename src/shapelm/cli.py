@@ -47,7 +47,7 @@ COMMANDS = {
     "eval": ("shapelm.evaluation.cli", "held-out perplexity and downstream tasks"),
     "export-hf": ("shapelm.evaluation.cli", "a Hugging Face model directory from a checkpoint"),
     "longctx": ("shapelm.longctx.cli", "YaRN context extension, Proof-pile PPL, RULER"),
-    "analyze": ("shapelm.analysis.cli", "analyses of trained models (layer-wise novelty)"),
+    "analyze": ("shapelm.analysis.cli", "analyses of trained models (layer-wise novelty, depth)"),
     "bench": ("shapelm.commands.bench", "micro-benchmarks (decode latency, ...)"),
     "results": ("shapelm.commands.results", "tables and figures beside the papers' printed values"),
     "resolve": ("shapelm.commands.workflow", "write one run's resolved run config (JSON)"),
