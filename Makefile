@@ -22,9 +22,9 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	VIRTUAL_ENV=$(VENV) uv pip install -q --no-deps -e .
 	@touch $@
 
-# Snakemake's config files read by shapelm's strict loader: YTE templates never run (shapelm.yte_guard).
-$(VENV)/.yte-guard: $(VENV)/.installed src/shapelm/yte_guard.py
-	$(PY) -c 'import shapelm.yte_guard as guard; print("wrote", guard.install())'
+# Snakemake's config files read by shapelm's strict loader: YTE templates never run (shapelm.commands.yte_guard).
+$(VENV)/.yte-guard: $(VENV)/.installed src/shapelm/commands/yte_guard.py
+	$(PY) -c 'import shapelm.commands.yte_guard as guard; print("wrote", guard.install())'
 	@touch $@
 
 # Unit and integration tests (under 10 minutes on 2 cores); the slow end-to-end runs are in .ci/run.

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from shapelm.accounting import flops_per_token, output_layer_forward_flops  # noqa: E402
+from shapelm.shapes.accounting import flops_per_token, output_layer_forward_flops  # noqa: E402
 from shapelm.config import TrainRecipe, run_recipe  # noqa: E402
 from shapelm.config import write_json_atomic  # noqa: E402
 from shapelm.model.config import AttentionShape, LayerShape, ModelConfig, run_model_config  # noqa: E402

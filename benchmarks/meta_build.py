@@ -7,7 +7,7 @@ time of the analytic count (the reference), and the ratio.
 import time
 from pathlib import Path
 
-from shapelm.accounting import param_counts
+from shapelm.shapes.accounting import param_counts
 from shapelm.model.config import run_model_config
 from shapelm.plan.experiment import load_experiment
 from shapelm.model import build_model

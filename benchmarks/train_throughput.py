@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from shapelm.accounting import flops_per_token  # noqa: E402
+from shapelm.shapes.accounting import flops_per_token  # noqa: E402
 from shapelm.model import build_model  # noqa: E402
 from shapelm.model.builders import build_model_config  # noqa: E402
 from shapelm.records import read_metrics  # noqa: E402

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.checks import plan_experiment
+from shapelm.commands.checks import plan_experiment
 from shapelm.config import load_yaml
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError, ShapelmError
@@ -751,7 +751,7 @@ def _dry_run(workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
 
 def test_snakemake_dry_run_runs_no_yte_template(tmp_path):
     """Snakemake reads --configfile before the Snakefile runs, evaluating YTE templates: the
-    environment's strict loader (shapelm.yte_guard) refuses the file before any of it runs."""
+    environment's strict loader (shapelm.commands.yte_guard) refuses the file before any of it runs."""
     marker = tmp_path / "ran"
     path = tmp_path / "template.yaml"
     path.write_text("__use_yte__: true\n" + replace_text(
@@ -765,11 +765,11 @@ def test_snakemake_dry_run_runs_no_yte_template(tmp_path):
 def test_workflow_refuses_to_plan_without_the_strict_loader(monkeypatch, tmp_path):
     import types
 
-    from shapelm import yte_guard
+    from shapelm.commands import yte_guard
 
     unguarded = types.SimpleNamespace(_load_configfile=lambda path, filetype="Config": {"ran": True})
     monkeypatch.setitem(sys.modules, yte_guard.TARGET, unguarded)
-    with pytest.raises(SystemExit, match="shapelm.yte_guard install"):
+    with pytest.raises(SystemExit, match="shapelm.commands.yte_guard install"):
         yte_guard.workflow_check()
     yte_guard.patch(unguarded)
     yte_guard.workflow_check()

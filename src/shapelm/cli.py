@@ -1,7 +1,9 @@
 """`shapelm <command>`: the entry points the Snakemake rules call.
 
-Each stage module registers its own subcommands through `add_commands(subparsers)`; this file
-only lists the modules. A `ShapelmError` is printed as one clear line and exits with status 2.
+Where a command lives: a stage's own commands in `STAGE/cli.py` (`shapelm.data.cli`,
+`shapelm.train.cli`, ...); a command that reads the plan or spans stages in `shapelm.commands`.
+Each registers its subcommands through `add_commands(subparsers)`; this file only lists the
+modules. A `ShapelmError` is printed as one clear line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -16,20 +18,20 @@ from shapelm.numerics import pin_cpu_numerics
 
 # Modules that provide `add_commands(subparsers)`, in the order they appear in --help.
 COMMAND_MODULES = [
-    "shapelm.shapes_cli",
-    "shapelm.fetch",
+    "shapelm.commands.shapes",
+    "shapelm.commands.fetch",
     "shapelm.data.cli",
     "shapelm.train.cli",
     "shapelm.evaluation.cli",
     "shapelm.longctx.cli",
     "shapelm.analysis.cli",
-    "shapelm.bench_cli",
-    "shapelm.results_cli",
-    "shapelm.workflow_cli",
-    "shapelm.recipe_diff",
-    "shapelm.launch",
-    "shapelm.slurm_check",
-    "shapelm.rehearsal",
+    "shapelm.commands.bench",
+    "shapelm.commands.results",
+    "shapelm.commands.workflow",
+    "shapelm.commands.recipe_diff",
+    "shapelm.commands.launch",
+    "shapelm.commands.cluster",
+    "shapelm.commands.rehearse",
 ]
 
 
@@ -37,23 +39,23 @@ COMMAND_MODULES = [
 #: command's parser import that module alone (the stages import torch, which takes seconds).
 #: tests/test_cli.py checks this table against what the modules register.
 COMMANDS = {
-    "shapes": ("shapelm.shapes_cli", "parameter, FLOP and KV-cache accounting of a config's runs"),
-    "solve": ("shapelm.shapes_cli", "find widths that land a shape on a parameter budget"),
-    "fetch": ("shapelm.fetch", "download one external input into the local HF cache (the `fetch` jobs)"),
+    "shapes": ("shapelm.commands.shapes", "parameter, FLOP and KV-cache accounting of a config's runs"),
+    "solve": ("shapelm.commands.shapes", "find widths that land a shape on a parameter budget"),
+    "fetch": ("shapelm.commands.fetch", "download one external input into the local HF cache (the `fetch` jobs)"),
     "data": ("shapelm.data.cli", "token files: OLMo slices, validation sets, corpus"),
     "train": ("shapelm.train.cli", "pretrain one run (resumes from the latest checkpoint in --out)"),
     "eval": ("shapelm.evaluation.cli", "held-out perplexity and downstream tasks"),
     "export-hf": ("shapelm.evaluation.cli", "a Hugging Face model directory from a checkpoint"),
     "longctx": ("shapelm.longctx.cli", "YaRN context extension, Proof-pile PPL, RULER"),
-    "analyze": ("shapelm.analysis.cli", "analyses of trained models (layer-wise novelty)"),
-    "bench": ("shapelm.bench_cli", "micro-benchmarks (decode latency, ...)"),
-    "results": ("shapelm.results_cli", "tables and figures beside the papers' printed values"),
-    "resolve": ("shapelm.workflow_cli", "write one run's resolved run config (JSON)"),
-    "plan": ("shapelm.workflow_cli", "GPU-hours per table and stage (measured or assumed MFU)"),
-    "recipe": ("shapelm.recipe_diff", "the paper's and the released code's training recipes"),
-    "launch": ("shapelm.launch", "start one process per GPU (srun in SLURM, else torchrun)"),
-    "cluster": ("shapelm.slurm_check", "checks against the SLURM cluster"),
-    "rehearse": ("shapelm.rehearsal", "run the paper's DAG at CPU size (inputs made here)"),
+    "analyze": ("shapelm.analysis.cli", "analyses of trained models (layer-wise novelty, depth)"),
+    "bench": ("shapelm.commands.bench", "micro-benchmarks (decode latency, ...)"),
+    "results": ("shapelm.commands.results", "tables and figures beside the papers' printed values"),
+    "resolve": ("shapelm.commands.workflow", "write one run's resolved run config (JSON)"),
+    "plan": ("shapelm.commands.workflow", "GPU-hours per table and stage (measured or assumed MFU)"),
+    "recipe": ("shapelm.commands.recipe_diff", "the paper's and the released code's training recipes"),
+    "launch": ("shapelm.commands.launch", "start one process per GPU (srun in SLURM, else torchrun)"),
+    "cluster": ("shapelm.commands.cluster", "checks against the SLURM cluster"),
+    "rehearse": ("shapelm.commands.rehearse", "run the paper's DAG at CPU size (inputs made here)"),
 }
 
 

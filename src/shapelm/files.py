@@ -9,7 +9,9 @@ each rewrite the shared claims table) each get their own temp name.
     atomic_open(path, mode)                 a file object, for writers that stream rows
     atomic_path(path)                       a temp path, for libraries that want a file name
                                             (safetensors, matplotlib, tokenizers)
-    publish(tmp, path)                      a temp file the caller streamed itself (token files)
+    open_temp(tmp) + publish(tmp, path)     a temp file the caller streams itself (token parts)
+    copy(src, path)                         a shipped file copied as it is
+    open_log(path)                          an append-only log (metrics.jsonl), line by line
     rename(src, dst)                        a finished directory into place
 
 The training checkpoints (`shapelm.train.checkpoint`) seal whole step directories their own way.
@@ -83,6 +85,23 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
         kwargs.setdefault("encoding", "utf-8")
     with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as f:
         yield f
+
+
+def open_temp(tmp: str | os.PathLike) -> IO[bytes]:
+    """A temp file of the caller's own name, streamed and then `publish`ed: the token parts keep a
+    fixed name (`.part-00003.u32.tmp`) so a resumed job overwrites a killed writer's leftover."""
+    return open(tmp, "wb")
+
+
+def open_log(path: str | os.PathLike) -> IO[str]:
+    """An append-only log (metrics.jsonl): records added a line at a time and never rewritten in
+    place, so it cannot go through a rename; its reader drops a line torn by a kill."""
+    return open(path, "a", encoding="utf-8")
+
+
+def copy(src: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """A shipped file (remote-code modules, task functions) copied as it is."""
+    return write_bytes(path, Path(src).read_bytes())
 
 
 def write_bytes(path: str | os.PathLike, data: bytes | memoryview) -> Path:

@@ -6,6 +6,8 @@
     results/EXP/runs/RUN/ruler.json       RulerRecord       `shapelm longctx ruler`
     results/EXP/decode/decode.json        DecodeRecord      `shapelm bench decode` / its merge
     results/EXP/runs/RUN/provenance.json  ProvenanceRecord  the training loop, copied by `shapelm train provenance`
+    results/EXP/runs/RUN/novelty.json     NoveltyRecord     `shapelm analyze novelty` (also results/EXP/analysis/novelty/)
+    work/EXP/runs/RUN/manifest.json       RunManifestRecord the training loop (what ran, on which hardware)
     work/EXP/runs/RUN/metrics.jsonl       read_metrics / metrics_line   the training loop (MetricsLog)
 
 The writers build a record and call its `write`; `shapelm.results` and every other reader call
@@ -335,6 +337,45 @@ class DecodeRecord(_Record):
             for key in cls.ROW_KEYS:
                 _need(row, key, int if key == "length" else str, source, f"rows[{i}]")
         return cls(rows, _need(data, "comparisons", list, source), cls._extra(data))
+
+
+# --------------------------------------------------------------------------- analyses and manifests
+
+
+@dataclass
+class NoveltyRecord(_Record):
+    """novelty.json (`shapelm analyze novelty`): layer-wise novelty of one model, rho^MLP and
+    rho^block per layer; the Pearson r with layer index, the layers it spans, the model and the
+    text in `extra`."""
+
+    rho_mlp: list[Any]
+    rho_block: list[Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    FIELDS = {"rho_mlp": "rho_mlp", "rho_block": "rho_block"}
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> NoveltyRecord:
+        return cls(_need(data, "rho_mlp", list, source), _need(data, "rho_block", list, source), cls._extra(data))
+
+
+@dataclass
+class RunManifestRecord(_Record):
+    """A run's manifest.json (shapelm.train.loop): the resolved run config, the recipe and its
+    hash, the data and the `hardware` it ran on (device type, names, world size), which the
+    throughput table reads; a manifest written before hardware was recorded has none."""
+
+    hardware: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    FIELDS = {"hardware": "hardware"}
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> RunManifestRecord:
+        if not isinstance(data, dict):
+            raise RecordError(f"{_where(source)}: expected a JSON object")
+        hardware = _need(data, "hardware", (dict, type(None)), source) if "hardware" in data else None
+        return cls(hardware or {}, cls._extra(data))
 
 
 # --------------------------------------------------------------------------- metrics.jsonl

@@ -11,11 +11,11 @@ from shapelm.plan import jobs
 from shapelm.plan import paths
 from shapelm.plan.build import plan_of, write_plan
 from shapelm.plan.document import PLAN_VERSION
-from shapelm.checks import workflow_experiment
+from shapelm.commands.checks import workflow_experiment
 from shapelm.config import config_hash, write_json_atomic
 from shapelm.evaluation.standins import standin_path, standin_tasks
 from shapelm.evaluation.tasks import expand_task_names
-from shapelm.yte_guard import workflow_check
+from shapelm.commands.yte_guard import workflow_check
 
 min_version("9.0")
 

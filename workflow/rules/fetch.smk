@@ -1,11 +1,11 @@
-# The fetch stage (shapelm.fetch): every external input of the experiment (tokenizers, PG19,
+# The fetch stage (shapelm.commands.fetch): every external input of the experiment (tokenizers, PG19,
 # Proof-pile, RULER's files, lm-eval's task datasets, the GPT-2 family) as one `fetch` job, run
 # on the host running Snakemake (where the network is) into the HF cache the jobs read offline.
 # Each job that reads an input depends on its record, so nothing reads an input not fetched;
 # the tiny default and a rehearsal have no fetch jobs (their inputs are made here).
 import re
 
-from shapelm import fetch as fetch_stage
+from shapelm.commands import fetch as fetch_stage
 
 FETCH_INPUTS = fetch_stage.experiment_inputs(EXP)
 

@@ -1,6 +1,6 @@
 # Paper text vs released code: every training-recipe field where they differ, with both values
 # and their sources, and the printed numbers the choice changes. Built from the reference data
-# (src/shapelm/reference/recipes.yaml), never from a network; shapelm.recipes has the logic.
+# (src/shapelm/reference/recipes.yaml), never from a network; shapelm.reference.recipes has the logic.
 # Which runs follow which recipe comes from the plan document (work/EXP/plan.json).
 from shapelm.reference import RECIPES_PATH
 

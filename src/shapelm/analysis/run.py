@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from shapelm.analysis import novelty as N
+from shapelm import files
+from shapelm.analysis import novelty
 from shapelm.analysis.novelty import AnalysisError
 from shapelm.errors import ShapelmError
 
@@ -42,7 +43,7 @@ def load_shapelm(path: str | os.PathLike, device: str, dtype) -> LoadedModel:
         model = load_model(path, device=device, dtype=dtype)
     except ShapelmError as err:
         raise AnalysisError(str(err)) from err
-    return LoadedModel(model, "shapelm", str(path), N.shapelm_taps(model),
+    return LoadedModel(model, "shapelm", str(path), novelty.shapelm_taps(model),
                        lambda ids: model.hidden_states(ids), vocab_size=model.config.vocab_size,
                        max_len=getattr(model.config, "max_seq_len", None))
 
@@ -82,7 +83,7 @@ def load_hf(spec: str, device: str, dtype, trust_remote_code: bool = False) -> L
         tok = None
     cfg = model.config
     max_len = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
-    return LoadedModel(model, "hf", spec, N.hf_taps(model), lambda ids: model(input_ids=ids, use_cache=False),
+    return LoadedModel(model, "hf", spec, novelty.hf_taps(model), lambda ids: model(input_ids=ids, use_cache=False),
                        tokenizer=tok, max_len=max_len, vocab_size=getattr(cfg, "vocab_size", None))
 
 
@@ -170,7 +171,7 @@ def token_stream(m: LoadedModel, text: str, n_tokens: int, tokenizer: str | None
     return ids
 
 
-def run_novelty(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: int = 1024,
+def run_novelty(model: str, text: str, n_tokens: int = novelty.PAPER_TOKENS, seq_len: int = 1024,
                 tokenizer: str | None = None, text_tokenizer: str | None = None, device: str = "auto",
                 dtype: str = "float32", trust_remote_code: bool = False) -> dict[str, Any]:
     from shapelm.evaluation.loading import resolve_device, resolve_dtype
@@ -187,22 +188,16 @@ def run_novelty(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: 
         log.info("seq_len %d > %s's context %d: using %d", seq_len, m.name, m.max_len, m.max_len)
         seq_len = m.max_len
     ids = token_stream(m, text, n_tokens, tokenizer, text_tokenizer).to(dev)
-    result = N.measure(m.model, m.taps, m.forward, ids, seq_len)
+    result = novelty.measure(m.model, m.taps, m.forward, ids, seq_len)
     return {"model": m.name, "model_kind": m.kind, "text": str(text), "device": dev, "dtype": str(dt),
             "definition": DEFINITION, **result}
-
-
-def write_json(path: str | os.PathLike, obj: dict) -> Path:
-    from shapelm.evaluation.loading import atomic_write_json
-
-    return atomic_write_json(path, obj)
 
 
 def novelty_cli(args) -> int:
     result = run_novelty(args.model, args.text, n_tokens=args.tokens, seq_len=args.seq_len,
                          tokenizer=args.tokenizer, text_tokenizer=args.text_tokenizer, device=args.device,
                          dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    write_json(args.out, result)
+    files.write_json(args.out, result)
     fmt = lambda v: "n/a" if v is None else f"{v:+.3f}"  # noqa: E731
     print(f"{result['model']}: {result['n_layers']} layers, {result['n_tokens']} tokens; Pearson r with layer "
           f"index (layers 1..L-2): MLP {fmt(result['pearson_r_mlp'])}, block {fmt(result['pearson_r_block'])} "
@@ -211,7 +206,7 @@ def novelty_cli(args) -> int:
     return 0
 
 
-def run_depth(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: int = 256,
+def run_depth(model: str, text: str, n_tokens: int = novelty.PAPER_TOKENS, seq_len: int = 256,
               device: str = "auto") -> dict[str, Any]:
     """Residual-stream norms and skip losses per layer of one of our checkpoints
     (shapelm.analysis.depth), on the first `n_tokens` of `text`."""
@@ -231,7 +226,7 @@ def run_depth(model: str, text: str, n_tokens: int = N.PAPER_TOKENS, seq_len: in
 
 def depth_cli(args) -> int:
     result = run_depth(args.model, args.text, n_tokens=args.tokens, seq_len=args.seq_len, device=args.device)
-    write_json(args.out, result)
+    files.write_json(args.out, result)
     deltas = " ".join(f"{layer['skip_delta']:+.3f}" for layer in result["layers"])
     norms = " ".join(f"{a['residual_norm']:.2f}" for a in result["applied"])
     print(f"{result['model']}: loss {result['loss']:.4f} on {result['tokens']} tokens -> {args.out}\n"

@@ -49,11 +49,10 @@ from shapelm.data.sources import RangeReader, is_url, source_sizes
 from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
-    atomic_write_json,
     make_manifest,
 )
 from shapelm.errors import DataError
-from shapelm.files import publish, write_bytes
+from shapelm.files import open_temp, publish, write_bytes, write_json
 
 INSTANCE_LEN = 4096
 SEED = 6198
@@ -415,7 +414,7 @@ def slice_olmo(
             tmp = out / f".{name}.tmp"
             h = hashlib.sha256()
             part_max[0] = 0
-            with open(tmp, "wb") as fh:
+            with open_temp(tmp) as fh:
                 try:
                     for c_lo in range(lo, hi, chunk):
                         c_hi = min(hi, c_lo + chunk)
@@ -451,7 +450,7 @@ def slice_olmo(
                 "sha256": h.hexdigest(),
                 "max_id": part_max[0],
             }
-            atomic_write_json(prog_path, {"plan": plan_key, "parts": done})
+            write_json(prog_path, {"plan": plan_key, "parts": done}, indent=1)
             if on_part_done is not None:
                 on_part_done(i)
     finally:
@@ -492,5 +491,5 @@ def slice_olmo(
             "ids_sha256": plan_key["ids_sha256"],
         }
     manifest = make_manifest(files, vocab_size, eos_id, extra)
-    atomic_write_json(out / MANIFEST, manifest)
+    write_json(out / MANIFEST, manifest, indent=1)
     return manifest

@@ -22,7 +22,7 @@ deterministically::
         what was written: stand-in vocabularies and EOS ids, shard token counts.
 
 It returns the config overrides that point a config at OUT, with ``{url}`` where OUT is
-served over HTTP (``shapelm.rehearsal`` substitutes ``{url}`` by that address and ``{root}`` by
+served over HTTP (``shapelm.commands.rehearse`` substitutes ``{url}`` by that address and ``{root}`` by
 the local OUT). Python's ``http.server`` does not answer Range requests, which the slicer
 needs: :func:`serve` (``python -m shapelm.data.rehearsal serve OUT``) does.
 """
@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 
 from shapelm import files
-from shapelm.data.tokens import atomic_write_json
 
 #: stand-in for each tokenizer configs/paper.yaml names: trained vocabulary, special tokens
 #: before it (ids 0..), special tokens after it, and the tokenizer_config.json entries
@@ -115,13 +114,13 @@ def write_data_inputs(out_dir: Path) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         files.write_bytes(path, ids.tobytes())
         val_tokens[vset] = int(ids.size)
-    atomic_write_json(out / "inputs.json", {
+    files.write_json(out / "inputs.json", {
         "format": "shapelm-rehearsal-inputs-v1",
         "tokenizers": {s: {"vocab_size": t.get_vocab_size(with_added_tokens=True), "eos_id": e}
                        for s, (t, e) in tokenizers.items()},
         "olmo_shards": shards,
         "validation_tokens": val_tokens,
-    })
+    }, indent=1)
     return {
         "data": {
             "olmo": {
@@ -150,7 +149,7 @@ def _write_stand_in(hub: Path, spec: str, cfg: dict, texts: list[str]):
     config = {k: v for k, v in cfg["config"].items() if v is not None}
     config["model_max_length"] = 4096
     config["stand_in_for"] = spec
-    atomic_write_json(snap / "tokenizer_config.json", config)
+    files.write_json(snap / "tokenizer_config.json", config, indent=1)
     (repo / "refs").mkdir(exist_ok=True)
     files.write_bytes(repo / "refs" / "main", rev.encode())
     return tok, tokenizer_eos_id(tok, snap / "tokenizer.json")

@@ -36,12 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelm.files import publish
+from shapelm.files import open_temp, publish, write_json
 from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
     TokenStore,
-    atomic_write_json,
     make_manifest,
     sha256_file,
 )
@@ -238,7 +237,7 @@ def retokenize(
                 boundary, None if need is None else need - have, bar,
             )
             parts.append(part)
-            atomic_write_json(out / "progress.json", {"plan": plan, "parts": parts})
+            write_json(out / "progress.json", {"plan": plan, "parts": parts}, indent=1)
             src_pos, have = part["source_end"], have + part["n_tokens"]
     finally:
         bar.close()
@@ -278,7 +277,7 @@ def retokenize(
     if smeta.get("name"):
         extra["name"] = smeta["name"]
     manifest = make_manifest(files, target.vocab_size, target.eos_id, extra)
-    atomic_write_json(out / MANIFEST, manifest)
+    write_json(out / MANIFEST, manifest, indent=1)
     return manifest
 
 
@@ -324,7 +323,7 @@ def _write_part(
     n_out = max_id = pieces = with_eos = 0
     pos, stop = start, min(src.n_tokens, start + part_tokens)
     try:
-        with open(tmp, "wb") as fh:
+        with open_temp(tmp) as fh:
             while pos < stop and (remaining is None or n_out < remaining):
                 end = chunk_end(src, pos, min(stop, pos + chunk_tokens), source.eos_id, boundary)
                 chunk = src.read(pos, end - pos)

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from shapelm.errors import DataError
-from shapelm.data.tokens import atomic_write_json
+from shapelm.files import write_json
 
 RETRIES = 3
 TIMEOUT_S = 60
@@ -84,7 +84,7 @@ def source_sizes(
     if cache_path is not None and new_urls:
         cache.update(new_urls)
         Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(cache_path, dict(sorted(cache.items())))
+        write_json(cache_path, dict(sorted(cache.items())), indent=1)
     return [got[s] if s in got else cache[s] for s in sources]
 
 

@@ -59,11 +59,6 @@ def fast_hash():
     return xxhash.xxh3_128()
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """A token directory's JSON files (manifests, caches, progress): one-space indent."""
-    write_json(path, obj, indent=1)
-
-
 def as_token_array(arr: Any, vocab_size: int, name: str) -> np.ndarray:
     """Convert ``arr`` to a contiguous little-endian uint32 array, checking ids are valid."""
     a = np.asarray(arr)
@@ -123,7 +118,7 @@ def write_token_dir(
             }
         )
     manifest = make_manifest(files, vocab_size, eos_id, extra_manifest)
-    atomic_write_json(path / MANIFEST, manifest)
+    write_json(path / MANIFEST, manifest, indent=1)
     return manifest
 
 
@@ -316,7 +311,7 @@ class TokenStore:
             known[key] = {"size": size, "sha256": want, "xxh3_128": fast.hexdigest()}
             hashed = True
         if cache is not None and hashed:
-            atomic_write_json(cache, known)
+            write_json(cache, known, indent=1)
 
     def check_ids(self) -> None:
         """Scan every file in chunks; raise naming file, position and value of a bad id."""

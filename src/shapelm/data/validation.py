@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelm.files import publish
+from shapelm.files import open_temp, publish, write_json
 from shapelm.errors import DataError
 from shapelm.data.sources import is_url, stream_source
-from shapelm.data.tokens import MANIFEST, atomic_write_json, make_manifest
+from shapelm.data.tokens import MANIFEST, make_manifest
 
 CONFIG_PATH = Path(__file__).with_name("olmo2_stage1.yaml")
 PAPER_VAL_SETS = ("dolma_common-crawl", "dolma_stack", "m2d2_s2orc", "wikitext_103")
@@ -145,7 +145,7 @@ def copy_tokens(
         tmp = out / f".{name}.tmp"
         h = hashlib.sha256()
         n_bytes, mx, carry = 0, 0, b""
-        with open(tmp, "wb") as f:
+        with open_temp(tmp) as f:
             for b in stream_source(src, chunk_bytes):
                 f.write(b)
                 h.update(b)
@@ -175,7 +175,7 @@ def copy_tokens(
         publish(tmp, out / name)
         files.append({"path": name, "n_tokens": n_bytes // 4, "sha256": h.hexdigest(), "max_id": mx})
     manifest = make_manifest(files, vocab_size, eos_id, {"sources": list(srcs), **(extra or {})})
-    atomic_write_json(out / MANIFEST, manifest)
+    write_json(out / MANIFEST, manifest, indent=1)
     return manifest
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from shapelm.accounting import decoding_state_bytes
+from shapelm.shapes.accounting import decoding_state_bytes
 from shapelm.model.cache import MLASpec
 from shapelm.decode.model import (
     build_decode_model,

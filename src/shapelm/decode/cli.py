@@ -39,7 +39,7 @@ def parse_lengths(text: str) -> list[int]:
 
 
 #: (CONFIG, [run names]) -> [(name, resolved run config)]: how `--config` is read. The front end
-#: registering this stage passes it (shapelm.bench_cli: a lookup in the plan), so the decode stage
+#: registering this stage passes it (shapelm.commands.bench: a lookup in the plan), so the decode stage
 #: never loads an experiment itself.
 RunConfigs = Callable[[str, list[str]], list[tuple[str, dict[str, Any]]]]
 

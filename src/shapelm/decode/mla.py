@@ -31,7 +31,7 @@ from torch import nn
 from shapelm.model.cache import MLASpec
 from shapelm.model.config import AttentionShape, ModelConfig
 from shapelm.model.rope import apply_rope
-from shapelm.model.transformer import RMSNorm
+from shapelm.model.layers import RMSNorm
 
 
 @dataclass(frozen=True)

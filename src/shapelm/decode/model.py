@@ -16,13 +16,14 @@ import dataclasses
 import torch
 from torch import nn
 
-from shapelm.accounting import kv_cache_bytes, mla_group_factor
+from shapelm.shapes.accounting import kv_cache_bytes, mla_group_factor
 from shapelm.model.cache import MLASpec, StaticKVCache
 from shapelm.decode.mla import MLAAttention
 from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.titans import NeuralMemory
-from shapelm.model.transformer import RMSNorm, Transformer, build_model
+from shapelm.model.layers import RMSNorm
+from shapelm.model.transformer import Transformer, build_model
 
 try:  # skips torch's initialisers on meta tensors (values are drawn after materialising)
     from shapelm.model.transformer import _skip_init

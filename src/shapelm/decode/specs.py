@@ -6,7 +6,7 @@ A SPEC is one of
 - an inline builder spec, JSON or YAML: '{"kind": "hourglass", "d_model": 384, ...}';
 - a file: a builder spec (has `kind`), a resolved run config (has `model`), or a
   `model_config.json` (has `layers`).
-Runs of an experiment arrive resolved (`resolve_runs`): `shapelm.bench_cli` looks them up in the plan.
+Runs of an experiment arrive resolved (`resolve_runs`): `shapelm.commands.bench` looks them up in the plan.
 """
 
 from __future__ import annotations

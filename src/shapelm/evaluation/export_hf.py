@@ -18,7 +18,6 @@ copied from `shapelm/hf_remote/` and ``auto_map`` in config.json.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import torch
@@ -205,7 +204,7 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, tokeniz
         config = remote_config(cfg, eos_id)
         config["dtype"] = dtype
         for name in REMOTE_FILES:
-            shutil.copyfile(REMOTE_DIR / name, out / name)
+            files.copy(REMOTE_DIR / name, out / name)
         files.write_json(out / "config.json", config)
         kind = "trust_remote_code"
     else:

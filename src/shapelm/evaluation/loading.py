@@ -8,7 +8,6 @@ from pathlib import Path
 
 import torch
 
-from shapelm import files
 from shapelm.errors import EvalError, ShapelmError
 from shapelm.model.io import CONFIG, WEIGHTS
 
@@ -200,9 +199,3 @@ def _read_json(path: Path):
         return json.loads(path.read_text()) if path.is_file() else None
     except json.JSONDecodeError:
         return None
-
-
-def atomic_write_json(path: str | os.PathLike, obj) -> Path:
-    """An evaluation side file (novelty.json, task lists): two-space indent. ppl.json and
-    downstream.json are written through their records (shapelm.records)."""
-    return files.write_json(path, obj)

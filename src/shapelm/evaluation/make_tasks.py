@@ -20,9 +20,9 @@ import json
 import os
 from pathlib import Path
 
-from shapelm.files import atomic_open
+from shapelm.files import atomic_open, write_json
 from shapelm.evaluation.examples import load_documents, make_examples
-from shapelm.evaluation.loading import EvalError, TextTokenizer, atomic_write_json
+from shapelm.evaluation.loading import EvalError, TextTokenizer
 from shapelm.evaluation.standins import make_standins, standin_path, standin_tasks
 from shapelm.evaluation.tasks import write_tasks
 
@@ -64,7 +64,7 @@ def make_tasks(sources: list[str], out_dir: str | os.PathLike, tokenizer=None, n
             "n_mc": len(mc), "n_ce": len(ce), "task_data": task_data, "standin_data": standin_data,
             "lm_eval_tasks": names}
     # kept apart: a run evaluates on stand-ins only for the tasks it names (eval.standin_tasks)
-    atomic_write_json(out / "standin_data.json", standin_data)
-    atomic_write_json(out / "task_data.json", task_data)
-    atomic_write_json(out / "make_tasks.json", info)
+    write_json(out / "standin_data.json", standin_data)
+    write_json(out / "task_data.json", task_data)
+    write_json(out / "make_tasks.json", info)
     return info

@@ -7,12 +7,12 @@
   document, PPL = exp(mean over documents of the per-document mean NLL).
 * :mod:`~shapelm.longctx.ruler`: offline generator and scorer for RULER's 13 synthetic tasks.
 * :mod:`~shapelm.model.generate`: greedy decoding with a KV cache.
-* :mod:`~shapelm.longctx.report`: the long-context table and figure.
 * :mod:`~shapelm.longctx.inputs`: PG19 / Proof-pile / RULER inputs as local paths or dataset
   repos in the local HF cache; :mod:`~shapelm.longctx.plan`: settings and ``check_longctx``;
   :mod:`~shapelm.longctx.rehearsal`: small inputs in the real formats.
 
-See docs/LONG_CONTEXT.md.
+The long-context table and figure are the results' ``hourglass_longctx`` (shapelm.results);
+this package writes the per-run proofpile.json and ruler.json they read. See docs/LONG_CONTEXT.md.
 """
 
 from shapelm.longctx.yarn import yarn_scaling
@@ -31,10 +31,6 @@ def __getattr__(name):  # lazy: keep `import shapelm.longctx` cheap
         from shapelm.model.generate import greedy_generate
 
         return greedy_generate
-    if name == "write_longctx_report":
-        from shapelm.longctx.report import write_longctx_report
-
-        return write_longctx_report
     raise AttributeError(name)
 
 
@@ -45,5 +41,4 @@ __all__ = [
     "proofpile_perplexity",
     "load_documents",
     "greedy_generate",
-    "write_longctx_report",
 ]

@@ -1,4 +1,4 @@
-"""`shapelm longctx prepare | finetune | proofpile | ruler-generate | ruler | report`.
+"""`shapelm longctx prepare | finetune | proofpile | ruler-generate | ruler`.
 
 Exit status of `finetune`: 0 done (or already done); 2 a user error; 138 / 143 after writing a
 checkpoint when stopped by SIGUSR1 / SIGTERM, and 138 when --time-limit is about to run out
@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from shapelm.config import section_defaults
-from shapelm.errors import ConfigError
 from shapelm.records import ProofpileRecord, RulerRecord
 
 #: The schema's `longctx:` defaults (config.schema.yaml): the options below default to them,
@@ -180,17 +179,6 @@ def cmd_ruler(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
-    from shapelm.longctx.report import write_longctx_report
-
-    if not args.results:
-        raise ConfigError("longctx report: no --results files")
-    paths = write_longctx_report(args.results, args.tables, args.figures)
-    for p in paths.values():
-        print(p)
-    return 0
-
-
 def add_commands(subparsers) -> None:
     top = subparsers.add_parser("longctx", help="YaRN context extension, Proof-pile PPL, RULER")
     sub = top.add_subparsers(dest="longctx_command", metavar="SUBCOMMAND", required=True)
@@ -293,9 +281,3 @@ def add_commands(subparsers) -> None:
     p.add_argument("--pred-dir", default=None, help="where to write each prediction (default: none)")
     p.add_argument("--out", required=True, help="result JSON")
     p.set_defaults(func=cmd_ruler)
-
-    p = sub.add_parser("report", help="long-context table (CSV/JSON) and figure (PNG/PDF)")
-    p.add_argument("--results", nargs="+", required=True, help="per-run proofpile.json / ruler.json files")
-    p.add_argument("--tables", required=True, help="the folder of the tables")
-    p.add_argument("--figures", required=True, help="the folder of the figures")
-    p.set_defaults(func=cmd_report)

@@ -12,8 +12,8 @@ PyTorch path defaults to ``get_linear_schedule_with_warmup``, the same shape. He
 DeepSpeed's schedulers do.
 
 Updates: the finetune is a recipe handed to pretraining's step loop. :func:`finetune_recipe`
-is a pretraining recipe; the loop is :func:`shapelm.train.loop.run_steps` (the stop agreement on
-signals and the time limit, each update through :func:`shapelm.train.loop.update`: AdamW,
+is a pretraining recipe; the loop is :func:`shapelm.train.steps.run_steps` (the stop agreement on
+signals and the time limit, each update through :func:`shapelm.train.steps.update`: AdamW,
 accumulation, the non-finite check; the checkpoint cadence and the checkpoint on stop), its
 checkpoints pretraining's (:mod:`shapelm.train.state`). This module owns the schedule
 (:func:`lr_factor`), the segment order, the initial weights and the metrics records.
@@ -116,7 +116,7 @@ def lr_factor(step: int, warmup: int, total: int, schedule: str) -> float:
 
 def finetune_recipe(cfg: FinetuneConfig) -> TrainRecipe:
     """The finetune as a pretraining recipe: what pretraining's model building (sharding,
-    activation checkpointing), optimizer, update (shapelm.train.loop.update) and checkpoints
+    activation checkpointing), optimizer, update (shapelm.train.steps.update) and checkpoints
     (shapelm.train.state) read. Its lr schedule is `lr_factor`, not the recipe's cosine."""
     batch_tokens = cfg.batch * cfg.seq_len
     return TrainRecipe(
@@ -354,7 +354,7 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
               preempt, stop_margin_s: float, on_step, env, held) -> FinetuneResult:
     from shapelm.model.io import load_model_config
     from shapelm.train import checkpoint as ckpt
-    from shapelm.train import loop
+    from shapelm.train import steps
     from shapelm.train.distributed import barrier, broadcast_object
     from shapelm.train.observe import MetricsLog
     from shapelm.train.parallel import build_parallel, is_fsdp, make_optimizer
@@ -443,13 +443,13 @@ def _finetune(model_dir, data, out: Path, cfg: FinetuneConfig, tokenizer, split,
     # FSDP reduce-scatters each micro-batch's gradients: no unsharded gradient is kept between
     # micro-batches (8B of them would not fit).
     try:
-        done = loop.run_steps(
-            model, forward, optimizer, trainable, recipe, env, amp_ctx, preempt,
-            start=start, stop=stop, total=cfg.steps, saved=start, out_dir=out,
+        hooks = steps.StepHooks(
             batches=lambda step: (micro_batches(segments, step - 1, cfg, env, accum), tokens_per_rank),
             lr_at=lambda step: cfg.lr * lr_factor(step - 1, cfg.warmup, cfg.steps, cfg.schedule),
-            record=record, save=save, nonfinite_error=_nonfinite_error, on_step=on_step,
-            sync_each_micro_batch=True)
+            record=record, save=save, nonfinite_error=_nonfinite_error, on_step=on_step)
+        done = steps.run_steps(model, forward, optimizer, trainable, recipe, env, amp_ctx, preempt, hooks,
+                               start=start, stop=stop, total=cfg.steps, saved=start, out_dir=out,
+                               sync_each_micro_batch=True)
     finally:
         metrics.close()
     status, step, stop_signal = done.status, done.step, done.signal

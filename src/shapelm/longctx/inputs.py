@@ -8,7 +8,7 @@ An input spec (config ``longctx.pg19`` ..., or ``--data`` / ``--docs`` / ``--ess
   ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``: ``datasets--OWNER--NAME/snapshots/<rev>/``,
   the revision ``refs/main`` names, else the newest snapshot), SUBDIR a folder inside the
   snapshot. Nothing is downloaded here (jobs run with no network; HF_HUB_OFFLINE=1): the
-  ``fetch`` jobs (shapelm.fetch) download on the host running Snakemake.
+  ``fetch`` jobs (shapelm.commands.fetch) download on the host running Snakemake.
 
 The real inputs, their layouts and the spec to give (docs/LONG_CONTEXT.md):
 

@@ -28,7 +28,7 @@ RULER_MIN_LENGTH = 512
 
 #: The longest context at which cwe's built-in word lists (762 words) need no invented word, even for
 #: a tokenizer that writes a list entry in one or two tokens (measured: 610 words at 8,192, 1,212 at
-#: 16,384; tests/test_longctx_ruler_words.py). Longer ones are refused at plan time on those lists.
+#: 16,384; tests/longctx/test_longctx_ruler_words.py). Longer ones are refused at plan time on those lists.
 BUILTIN_WORDS_MAX_LENGTH = 8192
 
 #: The input keys, and what reads them.
@@ -104,7 +104,7 @@ def check_longctx(exp: Experiment, fetched_by_job: Callable[[Experiment, str, st
                   ) -> list[str]:
     """Errors (each naming its key and the `longctx: true` runs concerned); [] when all is well.
     `fetched_by_job(exp, key, spec)` says whether a `fetch` job stands for an input
-    (shapelm.fetch.fetched_by_job, passed in by the plan-time checks above this layer): such an
+    (shapelm.commands.fetch.fetched_by_job, passed in by the plan-time checks above this layer): such an
     input is not looked for yet."""
     runs = [r for r in exp.runs if exp.run(r)["longctx"]]
     if not runs:
@@ -163,7 +163,7 @@ def _input_errors(exp: Experiment, settings: dict[str, Any], who: str,
         if key not in need and key != "words":
             continue  # given but unused (e.g. squad with qa_1 left out of ruler_tasks)
         if fetched_by_job(exp, key, spec):
-            continue  # a `fetch` job gets it, or says in one line why it cannot (shapelm.fetch)
+            continue  # a `fetch` job gets it, or says in one line why it cannot (shapelm.commands.fetch)
         problem = input_problem(spec, INPUT_SPLITS.get(key))  # a hub miss names the caches searched
         if problem:
             errors.append(f"longctx.{key}: {problem}; needed by {who} for {need.get(key, INPUTS[key])}")

@@ -40,6 +40,7 @@ import random
 import re
 from pathlib import Path
 
+from shapelm import files
 from shapelm.errors import DataError
 
 PG19_BOOKS = 8  # 6 train, 1 validation, 1 test
@@ -74,12 +75,7 @@ def _texts():
 
 
 def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
-def _write_json(path: Path, obj) -> None:
-    _write_text(path, json.dumps(obj, ensure_ascii=False, indent=1) + "\n")
+    files.write_text(path, text)
 
 
 def write_pg19(root: Path, articles) -> None:
@@ -105,9 +101,7 @@ def write_proofpile(root: Path, modules) -> None:
             text = m.text[: m.text.rfind("\n", 0, PROOFPILE_MAX_CHARS) + 1] if len(m.text) > PROOFPILE_MAX_CHARS else m.text
             rec = {"text": text, "meta": {"config": "stdlib", "file": m.name}}
             gz.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
-    out = root / "test" / "proofpile_test.jsonl.gz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(buf.getvalue())
+    files.write_bytes(root / "test" / "proofpile_test.jsonl.gz", buf.getvalue())
 
 
 def paragraphs(text: str, max_words: int = QA_PARAGRAPH_WORDS) -> list[str]:
@@ -173,7 +167,7 @@ def write_squad(path: Path, articles) -> None:
                                         "answers": [], "plausible_answers": [{"text": q[1], "answer_start": 0}]})
             n += 1
         data.append({"title": _title(art), "paragraphs": out_paras})
-    _write_json(path, {"version": "v2.0", "data": data})
+    files.write_json(path, {"version": "v2.0", "data": data}, ensure_ascii=False, indent=1)
 
 
 def _sentences(paragraph: str) -> list[str]:
@@ -201,7 +195,7 @@ def write_hotpotqa(path: Path, articles) -> None:
         rows.append({"_id": _hash(f"hotpot/{i}")[:24], "answer": q[1], "question": q[0],
                      "supporting_facts": [[t1, 0], [t2, sid]], "context": context,
                      "type": "bridge", "level": "medium"})
-    _write_json(path, rows)
+    files.write_json(path, rows, ensure_ascii=False, indent=1)
 
 
 def write_longctx_inputs(out_dir: Path) -> dict:
@@ -211,7 +205,8 @@ def write_longctx_inputs(out_dir: Path) -> dict:
     books, essays, modules = _texts()
     write_pg19(root / "pg19", books)
     write_proofpile(root / "proofpile", modules)
-    _write_json(root / "ruler" / "PaulGrahamEssays.json", {"text": "\n\n".join(a.text.strip() for a in essays)})
+    essays_text = "\n\n".join(a.text.strip() for a in essays)
+    files.write_json(root / "ruler" / "PaulGrahamEssays.json", {"text": essays_text}, ensure_ascii=False, indent=1)
     write_squad(root / "ruler" / "squad.json", essays)
     write_hotpotqa(root / "ruler" / "hotpotqa.json", essays)
     return {"longctx": {

@@ -1,7 +1,7 @@
 """YaRN settings for context extension.
 
 The frequencies themselves live in :func:`shapelm.model.rope.rope_inv_freq` (checked against
-transformers' ``_compute_yarn_parameters`` in tests/test_longctx_yarn.py). Here: the scaling
+transformers' ``_compute_yarn_parameters`` in tests/longctx/test_longctx_yarn.py). Here: the scaling
 dict the model config carries, and how to apply it to a loaded model.
 """
 

@@ -48,7 +48,7 @@ class MLASpec:
 
 
 class StaticKVCache:
-    """Preallocated per-layer KV buffers implementing `shapelm.model.transformer.KVCache`."""
+    """Preallocated per-layer KV buffers implementing `shapelm.model.layers.KVCache`."""
 
     def __init__(
         self,

@@ -69,7 +69,7 @@ def local_rows(param: torch.Tensor) -> tuple[torch.Tensor, range]:
 def init_parameters(model: nn.Module, seed: int) -> None:
     """Initialise `model` (plain or FSDP2-sharded, on any device) from `seed`."""
     from shapelm.model.titans import NeuralMemory
-    from shapelm.model.transformer import RMSNorm
+    from shapelm.model.layers import RMSNorm
 
     std = model.config.init_std
     for name, param in model.named_parameters():

@@ -23,11 +23,12 @@ For a 2-layer MLP every u_s is a pair of rank-1 matrices (d1_s k_s^T, d2_s a_s^T
 is computed without materialising per-token weights: W1_t q_t = beta_t W1_0 q_t + gamma_t S1_0 q_t
 - sum_s C[t,s] (k_s . q_t) d1_s, an attention-like product over the chunk, and the same for W2.
 `recurrent_step` is the token-by-token form (state M0, M, S and the position in the chunk) used
-for decoding; tests/test_titans.py checks both against a token-by-token loop written from the
+for decoding; tests/model/test_titans.py checks both against a token-by-token loop written from the
 paper's equations (per-sample gradients by torch.func).
 
 `NeuralMemory` wraps the memory as the paper's Section 4.4 builds it (q/k/v convolution and SiLU,
-output norm and gate); how it meets attention (MAG, MAL) is `shapelm.model.transformer.Titans`.
+output norm and gate); `Titans`, the decoder layer, meets it with sliding-window attention as the
+paper's MAG (a gate), MAL (a layer before attention) or MAC (memory as context).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shapelm.model.config import TITANS_CONV_KERNEL
+from shapelm.model.config import TITANS_CONV_KERNEL, LayerShape, ModelConfig
+from shapelm.model.layers import Attention, RMSNorm
 
 #: Offsets on the gate logits, standing in for biases (the project's matrices have none), so an
 #: untrained memory starts with momentum ~0.88, forgets ~0.7% per token and steps at half its
@@ -290,3 +292,115 @@ class NeuralMemory(nn.Module):
         if states is not None:
             states[self.layer_idx] = dataclasses.replace(state, conv=tail)
         return self.output(x, torch.cat(outs, dim=2))
+
+
+# ----------------------------------------------------------------------------- the decoder layer
+
+@dataclasses.dataclass
+class SegmentState:
+    """MAC's per-sequence state beside the memory's and the KV cache's (which holds the input
+    tokens' keys): the open segment's keys and values of the retrieved tokens h ([B, H_kv, chunk,
+    hd] each, filled up to the memory's position in the chunk) and the retrieval query's
+    convolution tail."""
+
+    k_h: torch.Tensor
+    v_h: torch.Tensor
+    conv_q: torch.Tensor
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.k_h, self.v_h, self.conv_q))
+
+
+class _LocalState:
+    """A cache stand-in holding only recurrent state: MAC carries the memory across segments
+    within one forward even without a decode cache."""
+
+    def __init__(self) -> None:
+        self.state: dict = {}
+
+
+class Titans(nn.Module):
+    """Titans' neural memory beside sliding-window attention (Behrouz et al. 2024, Section 4).
+
+    MAG (memory as a gate, Section 4.2): o = Norm(SWA(x)) * sigmoid(Norm(Memory(x))), the two
+    branches read the same (block-normalised) input and each output is normalised by its own
+    learnable RMSNorm before the gate. MAL (memory as a layer, Section 4.3): the memory's output
+    is what the attention reads, each with a residual connection ("in all blocks, we use
+    residual connections", Section 4.4): x' = x + Memory(Norm(x)), x'' = x' + SWA(Norm(x'))
+    (`residual`, which the block calls with its own pre-attention norm)."""
+
+    def __init__(self, cfg: ModelConfig, layer: LayerShape, layer_idx: int) -> None:
+        super().__init__()
+        self.shape = layer.attention
+        self.variant = layer.titans_variant
+        s = layer.attention
+        self.memory = NeuralMemory(cfg.d_model, s.n_heads, s.head_dim, layer.memory_hidden, layer.memory_chunk, layer_idx)
+        self.attn = Attention(cfg, layer, layer_idx)
+        if self.variant in ("mac", "mag"):
+            self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+            self.memory_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        else:
+            self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)  # the attention sublayer's pre-norm
+
+    def forward(self, x, cos, sin, kv_cache=None):
+        if self.variant == "mal":
+            raise RuntimeError("Titans MAL is two residual sublayers: call `residual`")
+        if self.variant == "mac":
+            return self._mac(x, cos, sin, kv_cache)
+        a, m = self.attn(x, cos, sin, kv_cache), self.memory(x, kv_cache)
+        return self.attn_out_norm(a) * torch.sigmoid(self.memory_out_norm(m))
+
+    def _mac(self, x, cos, sin, kv_cache=None):
+        """MAC (Section 4.1), segments = the memory's chunks. For each segment, in order:
+        h = M*(q) retrieved with the segment-start memory for every input token (no update);
+        y = attention over [persistent tokens, h, segment], where token i sees h_j and x_j for
+        j <= i of its segment only (a causal LM must not read the retrievals of later tokens,
+        which the paper's equations leave open); the memory then learns from y and is read at y,
+        o = Norm(y) * sigmoid(Norm(M(y))). The input tokens' keys go through the KV cache (a
+        segment's are its last ones), the retrieved tokens' live in the segment state."""
+        mem, attn, s = self.memory, self.attn, self.shape
+        b, t, _ = x.shape
+        cache = kv_cache if kv_cache is not None else _LocalState()
+        idx = mem.layer_idx
+        seg = cache.state.get((idx, "segment"))
+        if seg is None:
+            buf = x.new_zeros(b, s.n_kv_heads, mem.chunk, s.head_dim)
+            tail = torch.zeros(b, TITANS_CONV_KERNEL - 1, s.d_attn, device=x.device)
+            seg = SegmentState(buf, buf.clone(), tail)
+        outs, pos = [], 0
+        while pos < t:
+            state = cache.state.get(idx)
+            offset = state.offset if state is not None else 0
+            n = min(mem.chunk - offset, t - pos)
+            xs, cs, sn = x[:, pos:pos + n], cos[..., pos:pos + n, :], sin[..., pos:pos + n, :]
+            q_m, seg.conv_q = mem.query(xs, seg.conv_q)
+            h = mem.output(xs, mem.retrieve(state, q_m))  # [B, n, d]
+            q, k_x, v_x = attn.project(xs, cs, sn)
+            k_h, v_h = attn.project_kv(h, cs, sn)
+            end = offset + n
+            seg.k_h[:, :, offset:end], seg.v_h[:, :, offset:end] = k_h.to(seg.k_h.dtype), v_h.to(seg.v_h.dtype)
+            if kv_cache is not None:  # the segment's input keys so far: the cache's last `end`
+                k_x, v_x = kv_cache.update(idx, k_x, v_x)
+                k_x, v_x = k_x[:, :, k_x.shape[2] - end:], v_x[:, :, v_x.shape[2] - end:]
+            keys = torch.cat([seg.k_h[:, :, :end], k_x], 2)
+            values = torch.cat([seg.v_h[:, :, :end], v_x], 2)
+            causal = torch.arange(offset, end, device=x.device)[:, None] >= torch.arange(end, device=x.device)
+            mask = torch.cat([causal, causal], -1)
+            if attn.persistent is not None:
+                keys, values, mask = attn._with_persistent(keys, values, mask)
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=s.group_size > 1)
+            y = attn.o_proj(y.transpose(1, 2).reshape(b, n, s.d_attn))
+            m = mem(y, cache)
+            outs.append(self.attn_out_norm(y) * torch.sigmoid(self.memory_out_norm(m)))
+            pos += n
+        if kv_cache is not None:
+            kv_cache.state[(idx, "segment")] = seg
+        return torch.cat(outs, 1)
+
+    def residual(self, x, norm: RMSNorm, reordered: bool, cos, sin, kv_cache=None):
+        """MAL: the residual stream after the memory sublayer and then the attention sublayer."""
+        if reordered:
+            x = x + norm(self.memory(x, kv_cache))
+            return x + self.norm(self.attn(x, cos, sin, kv_cache))
+        x = x + self.memory(norm(x), kv_cache)
+        return x + self.attn(self.norm(x), cos, sin, kv_cache)

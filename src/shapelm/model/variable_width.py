@@ -2,7 +2,7 @@
 "variable_width" (registered in `shapelm.model.schedules`).
 
 Layer i (1-indexed) has its own residual width h_i; the residual stream is resized between
-layers without parameters (`shapelm.model.transformer.resize`: zero-padding when it widens, truncation when it narrows).
+layers without parameters (`shapelm.model.layers.resize`: zero-padding when it widens, truncation when it narrows).
 The input embedding and the unembedding stay at the baseline width h (`ModelConfig.d_model`), the
 paper's `original_input_width` / `original_output_width`.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shapelm import files
-from shapelm.accounting import PEAK_BF16_FLOPS, flops_per_token, kv_cache_bytes_per_token, param_counts
+from shapelm.shapes.accounting import PEAK_BF16_FLOPS, flops_per_token, kv_cache_bytes_per_token, param_counts
 from shapelm.config import Experiment, TrainRecipe, group_of, merge, run_recipe
 from shapelm.errors import ConfigError
 from shapelm.model.config import run_model_config
@@ -22,7 +22,7 @@ from shapelm.plan import paths
 from shapelm.plan.decode import decode_baselines, decode_pairs
 from shapelm.plan.experiment import load_experiment
 from shapelm.plan.document import PLAN_FILE, PLAN_VERSION, Plan, is_plan_document, read_plan
-from shapelm.recipes import run_recipe_name
+from shapelm.reference.recipes import run_recipe_name
 
 #: The decay schedules Tapered Figure 3 draws side by side at one run's shape.
 TAPERED_SCHEDULES = ("linear", "cosine", "sigmoid")

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shapelm.accounting import flops_per_token
+from shapelm.shapes.accounting import flops_per_token
 from shapelm.config import Experiment
 from shapelm.model.config import run_model_config
 from shapelm.plan.jobs import STAGE_RUNTIME_MIN, run_resources, total_train_flops

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 #: Every table and figure that reads decode.json (a column, a row or a curve of decode latency).
-#: tests/test_results.py checks this against what building each one actually reads.
+#: tests/results/test_results.py checks this against what building each one actually reads.
 DECODE_READERS = frozenset({
     "hourglass_table2",  # the 64k decode-latency column
     "hourglass_table12",

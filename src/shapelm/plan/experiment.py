@@ -29,7 +29,8 @@ from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_
 from shapelm.errors import EvalError
 from shapelm.evaluation.standins import standin_tasks
 from shapelm.evaluation.tasks import expand_task_names, task_source_problem
-from shapelm.recipes import run_recipe_name
+from shapelm.reference.recipes import run_recipe_name
+from shapelm.plan.paths import RUNS
 from shapelm.plan.runs import resolve_run
 
 
@@ -212,7 +213,7 @@ def check_output_paths(exp: Experiment) -> list[str]:
     named: list[tuple[str, Any, str, list[str]]] = [("name", name, root, []) for root in OUTPUT_ROOTS]
     named += [(f"scales.{s}", s, "work", ["data", s]) for s in raw["scales"]]
     named += [(f"scales.{s}", s, "results", ["decode", f"pair_{s.lower()}.json"]) for s in raw["scales"]]
-    named += [(f"runs.{r}", r, root, ["runs", r]) for r in exp.runs for root in ("work", "results")]
+    named += [(f"runs.{r}", r, root, [RUNS, r]) for r in exp.runs for root in ("work", "results")]
     named += [(f"runs.{r}", r, "results", ["decode", f"pair_{r}.json"]) for r in raw["runs"]
               if isinstance(raw["runs"][r].get("decode"), str)]
     named += [(f"runs.{r}.tables", t, "results", [".targets", f"table_{t}.done"])

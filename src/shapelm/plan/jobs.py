@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from shapelm.accounting import flops_per_token
+from shapelm.shapes.accounting import flops_per_token
 from shapelm.config import Experiment, config_hash, run_recipe, weights_content
 from shapelm.model.config import run_model_config
 
@@ -259,7 +259,7 @@ def resources_for(exp: Experiment, run_name: str) -> dict[str, Any]:
 def eval_host_mem_mb(run: dict[str, Any]) -> int:
     """Host memory to load a checkpoint and evaluate: fp32 weights twice (the safetensors
     file mapped while the module is filled) plus 8 GB of interpreter, tokenizer and data."""
-    from shapelm.accounting import param_counts
+    from shapelm.shapes.accounting import param_counts
 
     params = param_counts(run_model_config(run)).total
     return math.ceil(2 * 4 * params / 1e6) + 8_000

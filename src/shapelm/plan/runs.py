@@ -13,7 +13,7 @@ from typing import Any
 from shapelm.config import SEED_GROUP_KEY, TrainRecipe, config_hash, merge, seed_instances
 from shapelm.errors import ConfigError
 from shapelm.model.builders import build_model_config, kind_keys
-from shapelm.recipes import recipe_overrides
+from shapelm.reference.recipes import recipe_overrides
 
 
 def ppl_seq_len(data: dict[str, Any], scale: str, train_seq_len: int) -> int:
@@ -35,7 +35,7 @@ def resolve_run(data: dict[str, Any], run_name: str, where: str = "config", seed
     if scale not in data.get("scales", {}):
         raise ConfigError(f"{where}: runs.{run_name}.scale: unknown scale {scale!r}")
     scale_cfg = data["scales"][scale]
-    # The run's recipe (shapelm.recipes): `official` overrides with the released code's values.
+    # The run's recipe (shapelm.reference.recipes): `official` overrides with the released code's values.
     recipe_train, recipe_arch, recipe_record = recipe_overrides(data, run_name, where)
     arch = merge(merge(data.get("model_defaults", {}), recipe_arch), run["arch"])
     # Table 4 gives attention heads per scale; kinds that derive their heads per layer (lws:

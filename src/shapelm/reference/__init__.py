@@ -56,7 +56,7 @@ __all__ = [
 
 PAPER_VALUES_PATH = Path(__file__).with_name("paper_values.yaml")
 # The training recipes as printed (`paper`) and as released (`official`), with provenance;
-# applied and compared by shapelm.recipes.
+# applied and compared by shapelm.reference.recipes.
 RECIPES_PATH = Path(__file__).with_name("recipes.yaml")
 
 # --------------------------------------------------------------------------- numbers

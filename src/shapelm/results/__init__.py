@@ -45,11 +45,11 @@ def _category(name: str) -> str:
 
 
 def _table_caption(name: str) -> str:
-    from shapelm import reference as R
+    from shapelm import reference
     from shapelm.results.tables import TABLE_TITLES
 
     title = TABLE_TITLES.get(name, f"Table {name} (runs listing it in `tables:`)")
-    paper = R.table_info(name)["caption"] if name in R.tables() else "No values printed in the paper."
+    paper = reference.table_info(name)["caption"] if name in reference.tables() else "No values printed in the paper."
     return (f"{title}. Each cell: the paper's printed value / ours (difference). Shape columns (params, "
             f"FLOPs, KV) come from the accounting of the run config; metrics from the per-run result JSONs; "
             f"'pending' marks runs not finished yet. Paper caption: {paper}")
@@ -119,7 +119,7 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
     written (without `only`, exactly `artifacts(plan, results_dir, figures_dir)`'s paths).
     """
     from shapelm.results import analyses
-    from shapelm.results import claims as C
+    from shapelm.results import claims
     from shapelm.results.context import Context
     from shapelm.results.figures import FIGURES, write_figure
     from shapelm.results.render import write_table
@@ -131,7 +131,7 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
     for name in regenerated_tables(plan):
         if only is None or name in only:
             written += write_table(build_table(ctx, name), tables_dir)
-    written += write_claims(C.derived_claims(ctx), tables_dir)
+    written += write_claims(claims.derived_claims(ctx), tables_dir)
     for name in analyses.TABLE_NAMES:
         if only is None or name in only:
             written += analyses.write_plain_table(analyses.build_table(ctx, name), tables_dir)

@@ -51,6 +51,6 @@ def build_table(ctx, name: str) -> PlainTable:
 
 
 def write_figure(ctx, name: str, figures_dir: Path) -> list[Path]:
-    from shapelm.results.figures import _save
+    from shapelm.results.figures.common import save_figure
 
-    return _save(_figures()[name][0](ctx), Path(figures_dir), name)
+    return save_figure(_figures()[name][0](ctx), Path(figures_dir), name)

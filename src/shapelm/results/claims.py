@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from shapelm import reference as R
-from shapelm.results import fmt as F
-from shapelm.results import intervals as I
+from shapelm import reference
+from shapelm.results import fmt
+from shapelm.results import intervals
 from shapelm.results.context import Context
 
 TOKENS_PER_STEP_PAPER = 4_194_304  # 1024 x 4096, the per-step unit of Table 2's FLOPs
@@ -59,15 +59,15 @@ TABLE4_TOKENS = {"906m": 18e9, "3b": 60e9, "8b": 160e9}
 def fig4_points_paper(tokens: dict[str, float] | None = None) -> dict[str, tuple[list[float], list[float]]]:
     """Paper points: C = printed per-step FLOPs x (tokens / 4,194,304), Acc = Table 2's.
 
-    `tokens` per scale defaults to Table 4's; shapelm.recipes passes the released code's."""
+    `tokens` per scale defaults to Table 4's; shapelm.reference.recipes passes the released code's."""
     tokens = TABLE4_TOKENS if tokens is None else tokens
     out: dict[str, tuple[list[float], list[float]]] = {"conv": ([], []), "hg": ([], [])}
     for arch in ("conv", "hg"):
         for s, tok in tokens.items():
             run = f"hg{s}_{arch}"
-            c = R.printed("hourglass_table2", run, "train_flops").value * tok / TOKENS_PER_STEP_PAPER
+            c = reference.printed("hourglass_table2", run, "train_flops").value * tok / TOKENS_PER_STEP_PAPER
             out[arch][0].append(c)
-            out[arch][1].append(R.printed("hourglass_table2", run, "avg_acc").value)
+            out[arch][1].append(reference.printed("hourglass_table2", run, "avg_acc").value)
     return out
 
 
@@ -112,22 +112,22 @@ class Claim:
 
 def _printed(table: str, run: str, col: str):
     try:
-        return R.printed(table, run, col)
+        return reference.printed(table, run, col)
     except KeyError:
         return None
 
 
 def _status(c: Claim) -> str:
     if c.kind == "verdict":  # the claims ledger decides its own status
-        return c.status or F.PENDING
+        return c.status or fmt.PENDING
     if c.ours is None:
-        return F.PENDING
+        return fmt.PENDING
     if c.kind == "computed":
         return "computed"
     p = None
-    if c.paper not in (F.NOT_IN_SEED, F.NO_PAPER, ""):
+    if c.paper not in (fmt.NOT_IN_SEED, fmt.NO_PAPER, ""):
         try:
-            p = R.PrintedNumber.parse(c.paper)
+            p = reference.PrintedNumber.parse(c.paper)
         except ValueError:
             p = None
     if p is None:
@@ -154,10 +154,10 @@ def derived_claims(ctx: Context) -> list[Claim]:
                   pf.r2 if pf else None, of.r2 if of and of.n >= 3 else None, "f4",
                   note="The caption does not say which fit has 0.996 and which 0.997; the paper's own "
                        "points give conventional 0.9961, hourglass 0.9968."))
-        add(Claim(f"fig4_{arch}_a", f"Figure 4 fit intercept a, {label}", "Figure 4 (not printed)", F.NOT_IN_SEED,
+        add(Claim(f"fig4_{arch}_a", f"Figure 4 fit intercept a, {label}", "Figure 4 (not printed)", fmt.NOT_IN_SEED,
                   pf.a if pf else None, of.a if of else None, "f4"))
         add(Claim(f"fig4_{arch}_b", f"Figure 4 fit slope b per decade of C, {label}", "Figure 4 (not printed)",
-                  F.NOT_IN_SEED, pf.b if pf else None, of.b if of else None, "f4"))
+                  fmt.NOT_IN_SEED, pf.b if pf else None, of.b if of else None, "f4"))
     add(Claim("fig4_compute_saving", "less training compute at matched average accuracy (hourglass vs conventional)",
               "Abstract, Section 4.5", _printed("hourglass_fig4_compute_fit", "fit_acc_vs_log_compute",
                                                 "compute_saving").text,
@@ -170,22 +170,22 @@ def derived_claims(ctx: Context) -> list[Claim]:
         conv, hg = ctx.acc(cname), ctx.acc(hname)
         S = ctx.plan.runs[cname]["scale"]
         row = f"decode_{s}"
-        shape = (R.row("hourglass_decode_text", row).get("shape") or {}) if _has_row(row) else {}
+        shape = (reference.row("hourglass_decode_text", row).get("shape") or {}) if _has_row(row) else {}
         asym = conv["n_attn_layers"] / hg["n_attn_layers"]
         p_asym = _printed("hourglass_decode_text", row, "speedup_asymptote")
         add(Claim(f"decode_asymptote_{s}", f"{S}: asymptotic decode speedup L_conv/L_hg", "Section 4.7",
-                  p_asym.text if p_asym else F.NOT_IN_SEED,
+                  p_asym.text if p_asym else fmt.NOT_IN_SEED,
                   shape["l_conv"] / shape["l_hg"] if shape else None, asym, "x", kind="shape"))
         kv = 1 - hg["kv_bytes_per_token"] / conv["kv_bytes_per_token"]
         p_kv = _printed("hourglass_decode_text", row, "kv_reduction_64k")
         add(Claim(f"kv_reduction_{s}", f"{S}: KV-cache reduction 1 - L_hg/L_conv (equal d_attn)", "Section 1",
-                  p_kv.text if p_kv else F.NOT_IN_SEED,
+                  p_kv.text if p_kv else fmt.NOT_IN_SEED,
                   1 - shape["l_hg"] / shape["l_conv"] if shape else None, kv, "pct_plain", kind="shape",
                   note=("Printed 35.3% but 1 - 18/28 = 35.7% (PAPER_NOTES arXiv 2602.06471 item 1)." if s == "3b" else "")))
         p_sp = _printed("hourglass_decode_text", row, "speedup_64k")
         t2 = _printed("hourglass_table2", hname, "decode_latency_64k")
         add(Claim(f"decode_speedup_64k_{s}", f"{S}: token-decode speedup at 64k (MHA)", "Section 1",
-                  p_sp.text if p_sp else F.NOT_IN_SEED, 1 / t2.value if t2 else None,
+                  p_sp.text if p_sp else fmt.NOT_IN_SEED, 1 / t2.value if t2 else None,
                   ctx.speedup(s, "mha", 65536), "x"))
 
     # ---- parameter matching within 0.5% (Section 4.1) and tokens per parameter (A.1.1)
@@ -232,7 +232,7 @@ def derived_claims(ctx: Context) -> list[Claim]:
 
     u, c = ppl("tp440m_uniform"), ppl("tp440m_cosine_1p5_0p5")
     add(Claim("tapered_best_vs_uniform", "Tapered 440M: cosine 1.5/0.5 PPL minus uniform PPL", "Section 3.2",
-              F.NOT_IN_SEED, 14.44 - 16.28, c - u if c and u else None, "f2",
+              fmt.NOT_IN_SEED, 14.44 - 16.28, c - u if c and u else None, "f2",
               note="From the prose: 14.44 vs 16.28."))
     b18, crown = ppl("lws_baseline_18l"), ppl("lws_crown_18l")
     pb, pcr = _printed("lws_table3", "lws_baseline_18l", "val_ppl"), _printed("lws_table3", "lws_crown_18l", "val_ppl")
@@ -255,7 +255,7 @@ LWS_THROUGHPUT_TOLERANCE = 0.05
 def lws_throughput_claims(ctx: Context) -> list[Claim]:
     """Per LWS variant: its training tokens/s over the isotropic baseline's at the same depth
     (each the median of its logged steps, averaged over seeds), and the smallest such ratio."""
-    from shapelm.results.tables import throughput_base, throughput_ratio
+    from shapelm.results.tables.lws import throughput_base, throughput_ratio
 
     lws = [n for n, r in ctx.plan.runs.items() if r["arch"].get("kind") == "lws" and ctx.plan.is_primary(n)]
     out, ratios = [], []
@@ -290,17 +290,17 @@ def _throughput_note(ratio: float | None) -> str:
 def indist_ppl(ctx: Context):
     """run -> its final PPL on the in-distribution held-out split, the mean over its seeds
     (None until evaluated)."""
-    from shapelm.results.tables import indist_mean
+    from shapelm.results.tables.cells import indist_mean
 
     return lambda run: indist_mean(ctx, run)
 
 
 # The ledger's three verdict states (shapelm.results.intervals' own), and pending before any is measured.
-HOLDS, INCONCLUSIVE, AGAINST = I.HOLDS, I.INCONCLUSIVE, I.AGAINST
+HOLDS, INCONCLUSIVE, AGAINST = intervals.HOLDS, intervals.INCONCLUSIVE, intervals.AGAINST
 FAILS = AGAINST
 STATUS_LEGEND = (f"Status: *{HOLDS}* (the measured comparisons reach the claim), *{INCONCLUSIVE}* (they reach "
                  "it only if the comparisons inside their noise go its way: an interval across 0 or a pair with "
-                 f"one seed), *{AGAINST}* (they cannot reach it whichever way those go), *{F.PENDING}* (none "
+                 f"one seed), *{AGAINST}* (they cannot reach it whichever way those go), *{fmt.PENDING}* (none "
                  "measured yet).")
 
 
@@ -317,7 +317,7 @@ def verdict(id: str, claim: str, source: str, paper: str, checks: Sequence[bool 
     tally = (f"{held} of {len(done)} measured comparisons hold" + (f", {unsure} inconclusive" if unsure else "")
              + f" ({len(checks)} in all)" if done else f"none of {len(checks)} comparisons measured yet")
     if not done:
-        status = F.PENDING
+        status = fmt.PENDING
     elif held >= need * len(done):
         status = HOLDS
     elif held + unsure >= need * len(done):
@@ -337,7 +337,7 @@ def _pair_check(row: dict) -> bool | str | None:
 def paired_claims(ctx: Context) -> list[Claim]:
     """Per paper, its claimed sign over every compared pair (paired_differences' verdicts, on an
     interval over evaluation windows and seeds; a one-seed pair counts as inconclusive)."""
-    rows = [I.pair_row(ctx, a, b) for a, b in I.pairs(ctx)]
+    rows = [intervals.pair_row(ctx, a, b) for a, b in intervals.pairs(ctx)]
     out = []
     for paper in ("Hourglass", "Tapered", "LWS"):
         mine = [r for r in rows if r["paper"] == paper]
@@ -487,7 +487,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
 def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:
     """True when `variant`'s in-distribution curve first reaches `baseline`'s final PPL after
     half the training tokens (or never): no 2x data efficiency."""
-    from shapelm.results.tables import indist_mean
+    from shapelm.results.tables.cells import indist_mean
 
     if not (ctx.has_run(variant) and ctx.has_run(baseline)):
         return None
@@ -501,7 +501,7 @@ def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:
 
 def _has_row(row: str) -> bool:
     try:
-        R.row("hourglass_decode_text", row)
+        reference.row("hourglass_decode_text", row)
         return True
     except KeyError:
         return False
@@ -512,13 +512,13 @@ CLAIM_COLUMNS = ["id", "claim", "source", "paper", "from_paper_values", "ours", 
 
 def _fmt_claim(x: float | None, c: Claim) -> str:
     if x is None:
-        return F.PENDING
+        return fmt.PENDING
     if c.kind == "verdict":  # a count of comparisons that hold
         return f"{x:g}"
     try:
-        return F.fmt_like(x, R.PrintedNumber.parse(c.paper), extra=1)
+        return fmt.fmt_like(x, reference.PrintedNumber.parse(c.paper), extra=1)
     except ValueError:
-        return F.fmt_default(x, c.style)
+        return fmt.fmt_default(x, c.style)
 
 
 def claims_rows(claims: list[Claim]) -> list[dict[str, str]]:

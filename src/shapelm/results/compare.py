@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from shapelm.errors import ShapelmError
+from shapelm.plan.paths import run_under, runs_under
 from shapelm.records import ProvenanceRecord, RecordError
 
 #: Measurements of time and speed (seconds, tokens/s, ms per token, MFU, TFLOP/s, the date a
@@ -110,7 +111,7 @@ def collect(tree: Path) -> dict[Cell, float]:
     if not tree.is_dir():
         raise ShapelmError(f"{tree}: no such results directory")
     out: dict[Cell, float] = {}
-    for f in sorted((tree / "runs").glob("**/*.json")):
+    for f in sorted(runs_under(tree).glob("**/*.json")):
         rel = f.relative_to(tree)
         run = rel.parts[1] if len(rel.parts) > 2 else None
         for path, value in _numbers(_read_json(f)):
@@ -139,7 +140,7 @@ def collect(tree: Path) -> dict[Cell, float]:
 def provenance(tree: Path) -> dict[str, ProvenanceRecord]:
     """{run: its provenance record} of a results tree (runs without one left out)."""
     out = {}
-    for f in sorted(Path(tree).glob("runs/*/provenance.json")):
+    for f in sorted(runs_under(tree).glob("*/provenance.json")):
         try:
             out[f.parent.name] = ProvenanceRecord.read(f)
         except RecordError as err:
@@ -151,7 +152,7 @@ def seed_noise(tree: Path) -> tuple[dict[str, float], str]:
     """({quantity class: relative standard deviation across seeds}, where it was measured): the
     largest over the groups of seeded runs in `tree` (ppl.json's aggregate)."""
     groups: dict[str, list[str]] = {}
-    runs = {f.parent.name for f in Path(tree).glob("runs/*/ppl.json")}
+    runs = {f.parent.name for f in runs_under(tree).glob("*/ppl.json")}
     for run in sorted(runs):
         m = SEEDED.match(run)
         if m and m["base"] in runs:
@@ -159,7 +160,7 @@ def seed_noise(tree: Path) -> tuple[dict[str, float], str]:
     noise: dict[str, float] = {}
     used = []
     for base, members in sorted(groups.items()):
-        aggregates = [_read_json(Path(tree) / "runs" / r / "ppl.json").get("aggregate", {}) for r in members]
+        aggregates = [_read_json(run_under(tree, r) / "ppl.json").get("aggregate", {}) for r in members]
         for quantity, key in SEED_QUANTITIES.items():
             values = [a[key] for a in aggregates if isinstance(a.get(key), (int, float))]
             if len(values) >= 2 and all(map(math.isfinite, values)) and statistics.fmean(values):

@@ -10,6 +10,7 @@ from typing import Any
 
 from shapelm import records
 from shapelm.plan.document import Plan
+from shapelm.plan.paths import run_under
 from shapelm.results import readers, seeds
 
 # The context lengths the papers print (Hourglass Figure 5 / Table 12 for decode latency, its
@@ -89,7 +90,7 @@ class Context:
 
     # ---- results
     def run_file(self, run: str, name: str) -> Path:
-        return self.results_dir / "runs" / run / name
+        return run_under(self.results_dir, run) / name
 
     # The result files whose numbers a non-finite value makes "diverged" rather than pending.
     DIVERGENCE_FILES = ("ppl.json", "downstream.json", "proofpile.json", "ruler.json")
@@ -104,10 +105,10 @@ class Context:
             return None
         found = []
         for inst in self.instances(run):
-            recs = (readers.read_metrics_jsonl(self.work_dir / "runs" / inst / "metrics.jsonl")
+            recs = (readers.read_metrics_jsonl(run_under(self.work_dir, inst) / "metrics.jsonl")
                     if self.has_run(inst) else None) or []
             step = readers.first_non_finite_step(recs)
-            if step is None and any(readers.has_non_finite(records.load_json(self.run_file(inst, name)))
+            if step is None and any(readers.file_has_non_finite(self.run_file(inst, name))
                                     for name in self.DIVERGENCE_FILES):
                 step = readers.last_step(recs)
                 step = "unknown" if step is None else step
@@ -161,10 +162,10 @@ class Context:
     def _throughput_one(self, run: str) -> dict[str, Any] | None:
         if not self.has_run(run):
             return None
-        found = readers.throughput(readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl") or [])
+        found = readers.throughput(readers.read_metrics_jsonl(run_under(self.work_dir, run) / "metrics.jsonl") or [])
         if not found:
             return None
-        hw = (readers.read_manifest(self.work_dir / "runs" / run / "manifest.json") or {}).get("hardware") or {}
+        hw = readers.run_hardware(run_under(self.work_dir, run) / "manifest.json")
         world = int(hw.get("world_size") or 1)
         device = hw.get("device_type")
         per_device = found["tokens_per_s"] / world
@@ -197,7 +198,7 @@ class Context:
 
     @functools.lru_cache(maxsize=None)
     def curve(self, run: str) -> tuple[list[float], list[float]] | None:
-        records = readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl")
+        records = readers.read_metrics_jsonl(run_under(self.work_dir, run) / "metrics.jsonl")
         if not records or not self.has_run(run):
             return None
         xs, ys = readers.loss_curve(records, self.plan.runs[run]["train"]["batch_tokens"])
@@ -208,7 +209,7 @@ class Context:
     def metrics_records(self, run: str | None) -> list[dict[str, Any]] | None:
         if not self.has_run(run):
             return None
-        return readers.read_metrics_jsonl(self.work_dir / "runs" / run / "metrics.jsonl")
+        return readers.read_metrics_jsonl(run_under(self.work_dir, run) / "metrics.jsonl")
 
     def val_records(self, run: str | None) -> list[dict[str, Any]]:
         return readers.val_records(self.metrics_records(run) or [])

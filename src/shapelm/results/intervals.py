@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from shapelm import records
+from shapelm.plan.paths import run_under
 from shapelm.results.plain import PlainTable
 
 LEVEL = 0.95
@@ -249,17 +250,17 @@ def family(run: str) -> str:
 
 
 def _printed_loss(run: str) -> tuple[float, str] | None:
-    from shapelm import reference as R
+    from shapelm import reference
 
-    for t in R.tables():
-        for row in R.table(t):
+    for t in reference.tables():
+        for row in reference.table(t):
             if row.get("run") != run:
                 continue
             values = row.get("values") or {}
             for col in ("val_loss", "val_ppl"):
                 if col in values:
                     try:
-                        return R.printed(t, run, col).value, f"{t}.{col}"
+                        return reference.printed(t, run, col).value, f"{t}.{col}"
                     except (KeyError, ValueError):
                         continue
     return None
@@ -307,7 +308,7 @@ def _items(ctx, run: str, fields: dict[str, str] | None = None,
     """(lm-eval task, doc_id) -> the item's metric from a run's per-item samples (its first seed,
     or `instance`): `fields` maps each lm-eval task to the field read (None: "acc" of every task)."""
     out: dict[tuple[str, Any], float] = {}
-    folder = ctx.results_dir / "runs" / (instance or ctx.instances(run)[0]) / "downstream_lm_eval"
+    folder = run_under(ctx.results_dir, instance or ctx.instances(run)[0]) / "downstream_lm_eval"
     for path in sorted(Path(folder).glob("samples_*.jsonl")) if folder.is_dir() else []:
         task = path.stem.removeprefix("samples_")
         field = "acc" if fields is None else fields.get(task)

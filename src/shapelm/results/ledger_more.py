@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from shapelm import reference as R
+from shapelm import reference
 from shapelm.results.context import Context
 from shapelm.results.intervals import INCONCLUSIVE, t975
 
@@ -52,7 +52,7 @@ def _lt(a: float | None, b: float | None) -> bool | str | None:
 def printed_getter(table: str, row: str, col: str) -> float | None:
     """A printed cell's value (None where the paper prints none)."""
     try:
-        return R.printed(table, row, col).value
+        return reference.printed(table, row, col).value
     except KeyError:
         return None
 
@@ -136,7 +136,7 @@ def table12_layer_ratio(ctx: Context) -> float | None:
 
 
 def printed_layer_ratio() -> float:
-    shape = R.row(T12, "decode906m_mha")["shape"]
+    shape = reference.row(T12, "decode906m_mha")["shape"]
     return shape["l_conv"] / shape["l_hg"]
 
 

@@ -51,7 +51,7 @@ def min_detectable(sigma: float, n_arm: int, n_base: int, power: float = TARGET_
 def printed_seed_sigma() -> float:
     """LWS Table 3's printed seed std of the 18L baseline, in loss (log-PPL) units (delta method:
     std(log PPL) ~ std(PPL) / PPL = 0.0595 / 5.400 = 0.0110)."""
-    from shapelm import reference as R
+    from shapelm import reference
 
-    std = R.printed("lws_table3", "lws_baseline_18l", "val_ppl_std").value
-    return std / R.printed("lws_table3", "lws_baseline_18l", "val_ppl").value
+    std = reference.printed("lws_table3", "lws_baseline_18l", "val_ppl_std").value
+    return std / reference.printed("lws_table3", "lws_baseline_18l", "val_ppl").value

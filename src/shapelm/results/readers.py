@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from shapelm import records
-from shapelm.records import HELDOUT_SPLIT, RecordError, load_json  # noqa: F401 (re-exported)
+from shapelm.records import HELDOUT_SPLIT, NoveltyRecord, RecordError, RunManifestRecord, load_json  # noqa: F401 (HELDOUT_SPLIT re-exported)
 
 
 class ResultsError(RecordError):
@@ -141,6 +141,12 @@ def read_metrics_jsonl(path: str | os.PathLike) -> list[dict[str, Any]] | None:
     return list(records.read_metrics(path)) if os.path.exists(path) else None
 
 
+def file_has_non_finite(path: str | os.PathLike) -> bool:
+    """Whether a result file holds a NaN or infinity anywhere: read as raw JSON, since a diverged
+    run's file is what a record's strict reader would refuse."""
+    return has_non_finite(load_json(path))
+
+
 def has_non_finite(x: Any) -> bool:
     """A NaN or infinity anywhere in a JSON value (per-instance lists included)."""
     if isinstance(x, float):
@@ -191,10 +197,17 @@ def _step_curve(recs: list[dict[str, Any]], key: str, batch_tokens: int) -> tupl
 # --------------------------------------------------------------------------- throughput
 
 
-def read_manifest(path: str | os.PathLike) -> dict[str, Any] | None:
-    """A run's manifest.json (shapelm.train.loop): its hardware (device type, names, world size)."""
-    data = load_json(path)
-    return data if isinstance(data, dict) else None
+def run_hardware(path: str | os.PathLike) -> dict[str, Any]:
+    """The hardware of a run's manifest.json (device type, names, world size); {} without one."""
+    record = RunManifestRecord.read(path)
+    return record.hardware if record is not None else {}
+
+
+def read_novelty(path: str | os.PathLike) -> dict[str, Any] | None:
+    """A novelty.json (ours or a cached Hugging Face model's) as the figure reads it; None
+    where the analysis has not run."""
+    record = NoveltyRecord.read(path)
+    return record.to_dict() if record is not None else None
 
 
 def throughput(recs: list[dict[str, Any]]) -> dict[str, float | None] | None:

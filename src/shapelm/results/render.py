@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 
 from shapelm import files
-from shapelm.results import fmt as F
-from shapelm.results.tables import Table
+from shapelm.results import fmt
+from shapelm.results.tables.cells import Table
 
 FLAG = {"match": "✓", "documented": "⚑", "MISMATCH": "✗", "scaled": "↓"}
 TEX_FLAG = {"match": r"\,$\checkmark$", "documented": r"\,$\dagger$", "MISMATCH": r"\,\textbf{(!)}",
@@ -18,8 +18,8 @@ LEGEND = ("Each cell: paper / ours (ours - paper). ✓ ours rounds to the printe
           "difference (see the row note); ✗ an undocumented mismatch; ↓ a scaled-down shape (tiny "
           "default: ours is not a reproduction of this row); *pending*: not run yet; *diverged at step N*: "
           "the run's metric is NaN or infinite (N from metrics.jsonl); "
-          f"*{F.NOT_IN_SEED}*: the paper's available text prints no value there; *({F.DERIVED})*: not printed, "
-          f"computed from the paper's printed numbers; {F.NO_PAPER}: a column only we report.")
+          f"*{fmt.NOT_IN_SEED}*: the paper's available text prints no value there; *({fmt.DERIVED})*: not printed, "
+          f"computed from the paper's printed numbers; {fmt.NO_PAPER}: a column only we report.")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -61,7 +61,7 @@ def _md_escape(s: str) -> str:
 
 
 def cell_text(cell, flags: dict[str, str] = FLAG) -> str:
-    if cell.paper == F.NO_PAPER:
+    if cell.paper == fmt.NO_PAPER:
         return cell.ours_text
     if cell.ours is None:
         return f"{cell.paper} / {cell.ours_text}"

@@ -1,4 +1,5 @@
-"""The pretraining loop: `train(run_config, out_dir, data_dir=...)`.
+"""The pretraining job: `train(run_config, out_dir, data_dir=...)`, its data, resume and manifest
+around the shared step loop (`shapelm.train.steps.run_steps`).
 
 See docs/TRAINING.md for the recipe, the step -> data mapping, the checkpoint layout and the
 preemption / exit-code contract. In one paragraph: update `s` (1-based) consumes the global
@@ -17,7 +18,6 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import signal
@@ -32,37 +32,24 @@ import numpy as np
 import torch
 
 from shapelm.config import TrainRecipe, config_hash, write_json_atomic
-from shapelm.train import provenance
 from shapelm.data.repetition import repetition_mask
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.train import checkpoint as ckpt
-from shapelm.train.distributed import (
-    DistEnv,
-    all_reduce_sum,
-    broadcast_object,
-    hostname,
-    process_group,
-)
+from shapelm.train import provenance
+from shapelm.train.distributed import DistEnv, broadcast_object, hostname, process_group
 from shapelm.train.evaluator import Evaluator, is_due, summary_line
 from shapelm.train.observe import (
-    MetricsLog,
-    device_names,
-    git_commit,
-    max_memory,
-    package_versions,
-    peak_flops_for,
+    MetricsLog, device_names, git_commit, max_memory, package_versions, peak_flops_for,
 )
+from shapelm.train.parallel import autocast_dtype, build_parallel, is_fsdp, make_optimizer
 from shapelm.train.preempt import Preemption
 from shapelm.train.schedule import lr_at
-from shapelm.train.state import (
-    load_checkpoint,
-    prepare_run_dir,
-    save_checkpoint,
-    write_final,
-)
+from shapelm.train.state import load_checkpoint, prepare_run_dir, save_checkpoint, write_final
+from shapelm.train.steps import StepHooks, run_steps
 from shapelm.train.storage import is_storage_failure, storage_error
 from shapelm.train.threads import set_threads
+
 
 log = logging.getLogger(__name__)
 
@@ -190,15 +177,6 @@ def recipe_fingerprint(cfg: ModelConfig, recipe: TrainRecipe, data_identity: dic
     }
     blob = json.dumps(content, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16], content
-
-
-from shapelm.train.parallel import (  # noqa: E402
-    autocast_dtype,
-    build_parallel,
-    is_fsdp,
-    make_optimizer,
-    micro_batch_sync,
-)
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -370,7 +348,7 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     metrics = MetricsLog(out_dir / "metrics.jsonl", start_step, enabled=env.is_main)
     names = device_names(env.device)
     peak = peak_flops if peak_flops else (peak_flops_for(names[0]) if env.device.type == "cuda" else None)
-    from shapelm.accounting import flops_per_token
+    from shapelm.shapes.accounting import flops_per_token
 
     train_flops = flops_per_token(cfg, recipe.seq_len).train
 
@@ -430,14 +408,15 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
         return pending
 
     try:
-        done = run_steps(
-            model, forward, optimizer, trainable, recipe, env, amp_ctx, preempt,
-            start=start_step, stop=stop, total=total, saved=start_step if resume else None,
-            out_dir=out_dir, batches=lambda step: micro_batches(store, step, recipe, env, accum),
+        hooks = StepHooks(
+            batches=lambda step: micro_batches(store, step, recipe, env, accum),
             lr_at=lambda step: lr_at(step, recipe), record=record, save=save,
             nonfinite_error=functools.partial(_nonfinite_error, metrics, out_dir, env),
             no_labels_error=lambda step: all_masked_error(store, step, recipe),
             before=before, after=after, on_step=on_step)
+        done = run_steps(model, forward, optimizer, trainable, recipe, env, amp_ctx, preempt, hooks,
+                         start=start_step, stop=stop, total=total,
+                         saved=start_step if resume else None, out_dir=out_dir)
     finally:
         if bar is not None:
             bar.close()
@@ -457,143 +436,6 @@ def _train(run_config, cfg, recipe, out_dir, tokens_path, env, preempt, max_step
     return _interrupted(done.status, step, total, out_dir, done.checkpoint, preempt)
 
 
-@dataclass
-class StepsOutcome:
-    """What `run_steps` ends with: `status` "completed" (every update up to `total` made),
-    "stopped" (at `stop` < `total`) or "preempted" (a signal or the time limit: `signal`);
-    `step` the state's update; `checkpoint` the checkpoint holding it when not completed
-    (None: no update and nothing saved yet)."""
-
-    status: str
-    step: int
-    signal: int = 0
-    checkpoint: Path | None = None
-
-
-def run_steps(model, forward, optimizer, trainable, recipe: TrainRecipe, env: DistEnv, amp_ctx,
-              preempt: Preemption, *, start: int, stop: int, total: int, saved: int | None,
-              out_dir: Path,
-              batches: Callable[[int], tuple[list, int]],
-              lr_at: Callable[[int], float],
-              record: Callable[[int, float, tuple, float], dict[str, Any]],
-              save: Callable[[int, dict[str, Any], bool], Any],
-              nonfinite_error: Callable[..., Exception],
-              no_labels_error: Callable[[int], Exception] | None = None,
-              before: Callable[[int], float] | None = None,
-              after: Callable[[int], None] | None = None,
-              on_step: Callable[[dict[str, Any]], None] | None = None,
-              sync_each_micro_batch: bool = False) -> StepsOutcome:
-    """The one step loop of shapelm (pretraining's `train` and the YaRN finetune): updates
-    `start + 1 .. stop` (1-based) of a `total`-update schedule, each one `update`.
-
-    Per update `step`, on every rank: `batches(step)` gives this rank's (inputs, labels) micro
-    batches and its labelled-token count; `before(step)` (optional) runs next and returns the
-    extra seconds the step needs beyond an update (an evaluation); every rank then agrees
-    whether to stop (`agree_to_stop`: a signal, or the time limit no longer holding the margin
-    and two steps), which also sums the token counts (0: `no_labels_error(step)`). The update
-    runs at `lr_at(step)`; `record(step, lr, (loss, ce, z, grad norm), seconds)` returns the
-    step's metrics record (and writes or logs it), `on_step(record)` sees it, `after(step)`
-    runs (an evaluation, before the checkpoint that implies it), and every
-    `recipe.checkpoint_every` updates before `total` `save(step, {"loss": loss},
-    recipe.async_checkpoint)` writes a checkpoint (a PendingCheckpoint, sealed before the next
-    save or at the end). `nonfinite_error(step, loss, grad_norm)` is raised by a non-finite
-    update. `saved`: the update whose state is already on disk at `start` (None: none).
-
-    A run that does not complete ends with the checkpoint of its last update:
-    `save(step, {"reason": status}, False)` unless that update is `saved` (then the newest
-    valid checkpoint of `out_dir`)."""
-    in_flight = None  # the previous periodic save, sealed before the next save or the end
-    step_seconds = 0.0  # running pace of one update, for the time-limit stop
-    status, step, stop_signal = "completed", start, 0
-    for step in range(start + 1, stop + 1):
-        t_step = time.perf_counter()
-        micro, local = batches(step)
-        extra = before(step) if before is not None else 0.0
-        # Every rank stops at the same step (the agreement carries the token count).
-        stop_signal, (n_global,) = agree_to_stop(preempt, step_seconds + extra, env, local)
-        if stop_signal:
-            step -= 1  # the state is that after the previous update
-            status = "preempted"
-            break
-        if n_global == 0:
-            raise (no_labels_error(step) if no_labels_error is not None
-                   else DataError(f"update {step} has no labelled token"))
-        lr = lr_at(step)
-        out = update(model, forward, optimizer, trainable, micro, n_global, lr, recipe, env,
-                     amp_ctx, functools.partial(nonfinite_error, step),
-                     sync_each_micro_batch=sync_each_micro_batch)
-        del micro
-        took = time.perf_counter() - t_step
-        step_seconds = took if step_seconds == 0.0 else 0.8 * step_seconds + 0.2 * took
-        rec = record(step, lr, out, took)
-        if on_step is not None:
-            on_step(rec)
-        if after is not None:
-            after(step)
-        if step % recipe.checkpoint_every == 0 and step < total:
-            if in_flight is not None:
-                in_flight.seal()
-            in_flight = save(step, {"loss": out[0]}, recipe.async_checkpoint)
-            saved = step
-    else:
-        status = "completed" if stop >= total else "stopped"
-    if in_flight is not None:
-        in_flight.seal()
-    if status == "completed":
-        return StepsOutcome(status, step)
-    if saved != step:
-        path = save(step, {"reason": status}, False).seal()
-    else:
-        found = ckpt.latest_valid(out_dir, verify=False)
-        path = found[1] if found else None
-    return StepsOutcome(status, step, stop_signal, path)
-
-
-def agree_to_stop(preempt: Preemption, step_seconds: float, env: DistEnv,
-                  *counts: int) -> tuple[int, list[int]]:
-    """Every rank, at a step boundary: whether any rank stops (a signal, or its time limit no
-    longer holding the margin and two steps of `step_seconds`), decided in one all-reduce that
-    also sums this rank's `counts`. Returns (the signal every rank stops with, 0: none; the
-    summed counts). A rank stopped by another's signal or clock takes the largest signal
-    number of the ranks as its own, so every rank checkpoints and exits alike."""
-    head = torch.tensor([1 if preempt.should_stop(step_seconds) else 0, *counts],
-                        dtype=torch.int64, device=env.device)
-    all_reduce_sum(head, env)
-    flagged, *totals = head.tolist()
-    if not flagged:
-        return 0, totals
-    signum = torch.tensor([preempt.signum or 0], dtype=torch.int64, device=env.device)
-    if env.distributed:
-        import torch.distributed as dist
-
-        dist.all_reduce(signum, op=dist.ReduceOp.MAX)
-    preempt.signum = int(signum[0])
-    return preempt.signum, totals
-
-
-def update(model, forward, optimizer, trainable, batches, n_global: int, lr: float,
-           recipe: TrainRecipe, env, amp_ctx, nonfinite_error: Callable[[float, float | None], Exception],
-           *, sync_each_micro_batch: bool = False) -> tuple[float, float, float, float | None]:
-    """One optimizer update, the only place where shapelm steps an optimizer (pretraining and
-    the YaRN finetune): gradients of this rank's micro `batches` ((inputs, labels) pairs; the
-    global batch has `n_global` labelled tokens), clipped to `recipe.grad_clip` (None: not
-    clipped, no norm), then AdamW at `lr`. A non-finite loss or norm raises
-    `nonfinite_error(loss, grad_norm)` instead: no update is applied. `sync_each_micro_batch`: FSDP
-    reduce-scatters every micro batch's gradients instead of holding unsharded ones until the
-    last (the finetune's 8B gradients would not fit). Returns (loss, cross-entropy, z-loss,
-    grad norm) of the global batch."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    loss, ce_loss, z_loss = _accumulate_gradients(model, forward, batches, n_global, recipe, env,
-                                                  amp_ctx, sync_each_micro_batch)
-    grad_norm = None if recipe.grad_clip is None else _clip_gradients(trainable, recipe.grad_clip)
-    if not (math.isfinite(loss) and (grad_norm is None or math.isfinite(grad_norm))):
-        raise nonfinite_error(loss, grad_norm)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss, ce_loss, z_loss, grad_norm
-
-
 def _nonfinite_error(metrics, out_dir: Path, env, step: int, loss: float,
                      grad_norm: float) -> NonFiniteLossError:
     """Pretraining's non-finite step: recorded in metrics.jsonl, the error names the last good
@@ -605,37 +447,6 @@ def _nonfinite_error(metrics, out_dir: Path, env, step: int, loss: float,
         f"applied; the last good checkpoint is "
         f"{good[1] if good else 'none (no checkpoint yet)'}"
     )
-
-
-def _accumulate_gradients(model, forward, batches, n_global: int, recipe: TrainRecipe, env,
-                          amp_ctx, sync_each_micro_batch: bool = False) -> tuple[float, float, float]:
-    """Forward and backward of one step's micro-batches, gradients synced on the last only
-    (unless `sync_each_micro_batch`); the global batch's mean loss, cross-entropy and
-    (weighted) z-loss."""
-    accum = len(batches)
-    sums = torch.zeros(3, dtype=torch.float64, device=env.device)
-    for j, (x, labels) in enumerate(batches):
-        with micro_batch_sync(model, forward, recipe, last=sync_each_micro_batch or j == accum - 1):
-            with amp_ctx():
-                out = forward(x, labels, z_loss_multiplier=recipe.z_loss, return_logits=False,
-                              loss_chunk_tokens=recipe.loss_chunk_tokens or None)
-            n = (labels != -100).sum()
-            # Sum of per-token losses of this micro batch / tokens in the global batch;
-            # x world_size because DDP/FSDP average gradients over ranks.
-            (out.loss * n * (env.world_size / n_global)).backward()
-        sums += torch.stack([out.loss.detach(), out.ce_loss.detach(),
-                             out.z_loss.detach() * recipe.z_loss]).double() * n
-    all_reduce_sum(sums, env)
-    loss, ce_loss, z_loss = (sums / n_global).tolist()
-    return loss, ce_loss, z_loss
-
-
-def _clip_gradients(trainable: list[torch.Tensor], max_norm: float) -> float:
-    """Clip to `max_norm`; the total norm before clipping (over every shard under FSDP)."""
-    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_norm)
-    if hasattr(grad_norm, "full_tensor"):
-        grad_norm = grad_norm.full_tensor()
-    return float(grad_norm)
 
 
 def _interrupted(status: str, step: int, total: int, out_dir: Path, path, preempt) -> TrainResult:

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from shapelm.accounting import PEAK_BF16_FLOPS, peak_flops_for  # noqa: F401 (the trainer's names)
-from shapelm.files import write_text
+from shapelm.shapes.accounting import PEAK_BF16_FLOPS, peak_flops_for  # noqa: F401 (the trainer's names)
+from shapelm.files import open_log, write_text
 from shapelm.records import metrics_line, read_metrics
 from shapelm.train.tracking import open_tracker
 
@@ -73,7 +73,7 @@ class MetricsLog:
         # a line torn by a kill is dropped with the records past the resumed step
         kept = [rec for rec in read_metrics(self.path) if rec.get("step", 0) <= resume_step]
         write_text(self.path, "".join(metrics_line(rec) for rec in kept))
-        self._f = open(self.path, "a")
+        self._f = open_log(self.path)
         # the same records to TensorBoard / wandb when SHAPELM_TRACKING asks for one (off by default)
         self.tracker = open_tracker(self.path.parent)
 

@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from shapelm import files
+
 log = logging.getLogger(__name__)
 
 #: Signals that request "checkpoint at the next step boundary, then exit 128 + signum".
@@ -89,7 +91,7 @@ class Preemption:
 
         if Path(marker).exists():  # held once already: the resubmitted job runs through
             return
-        Path(marker).write_text(f"{os.getpid()}\n")
+        files.write_text(marker, f"{os.getpid()}\n")
         log.warning("SHAPELM_HOLD_AT=%s: holding before step %d until a signal arrives", spec, step)
         deadline = time.monotonic() + 900
         while self.signum is None and time.monotonic() < deadline:

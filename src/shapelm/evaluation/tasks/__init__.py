@@ -31,7 +31,6 @@ import functools
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -341,7 +340,7 @@ def write_tasks(out_dir: str | os.PathLike, tasks: list[str], task_data: dict[st
                         f"{', '.join(unknown)} (known: {', '.join(SPECS)})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HERE / FNS_FILE, out / FNS_FILE)
+    files.copy(HERE / FNS_FILE, out / FNS_FILE)
     written = []
     for name in names:
         spec = spec_for(name)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shapelm.errors import ConfigError, DataError
-from shapelm.longctx.ruler import words as W
+from shapelm.longctx.ruler import words
 from shapelm.longctx.ruler.qa import split_sentences
 from shapelm.longctx.sources import encode
 
@@ -199,7 +199,7 @@ class _Gen:
     def niah(self, num_samples: int) -> list[dict]:
         a = self.args
         a["num_needle_k"] = max(a["num_needle_k"], a["num_needle_q"])
-        self._needle_words = W.needle_words(self.res.word_lists)
+        self._needle_words = words.needle_words(self.res.word_lists)
         kind = a["type_haystack"]
         if kind == "essay":
             if not self.res.essay:
@@ -346,16 +346,16 @@ class _Gen:
     def cwe(self, num_samples: int) -> list[dict]:
         a = self.args
         num_cw = a["num_cw"]
-        words = W.common_words(self.res.word_lists)
-        random.Random(self.seed).shuffle(words)
-        big = sorted(set(self.res.word_list or []) | set(words))
+        vocabulary = words.common_words(self.res.word_lists)
+        random.Random(self.seed).shuffle(vocabulary)
+        big = sorted(set(self.res.word_list or []) | set(vocabulary))
 
         def example(num_words: int, common_rep: int, uncommon_rep: int):
-            pool = words
+            pool = vocabulary
             if num_words > len(pool):
                 pool = big
                 if num_words > len(pool):
-                    pool = pool + W.pseudo_words(num_words - len(pool), set(pool))
+                    pool = pool + words.pseudo_words(num_words - len(pool), set(pool))
             full = self.rng.sample(pool, num_words)
             common, uncommon = full[:num_cw], full[num_cw:]
             lst = common * common_rep + uncommon * uncommon_rep
