@@ -17,7 +17,7 @@ from shapelm.longctx.ruler.run import load_resources
 from shapelm.longctx.ruler.tasks import Resources, generate_task
 from shapelm.plan.experiment import load_experiment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _ENTRY = re.compile(r"\d+\. (.+?)(?= \d+\. |\n|$)")
 
 

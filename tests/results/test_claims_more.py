@@ -15,7 +15,7 @@ from shapelm.results import ledger_more as M
 from shapelm.results.claims import AGAINST, HOLDS, claims_rows, derived_claims, verdict
 from shapelm.results.context import Context
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAPER = load_experiment(ROOT / "configs" / "paper.yaml")
 
 
@@ -152,20 +152,20 @@ def test_tapered_fig2_order_from_runs(tmp_path):
 
 def test_tapered_fig2_deltas_are_derived_from_printed_values():
     """+1.01 and +0.33 are not printed; they follow from the printed PPLs and show as derived."""
-    from shapelm import reference as R
-    from shapelm.results import fmt as F
-    from shapelm.results.tables import Col, RowRef, paper_number
+    from shapelm import reference
+    from shapelm.results import fmt
+    from shapelm.results.tables.cells import Col, RowRef, paper_number
 
-    uniform = R.printed("tapered_fig2_blocks", "tp440m_uniform", "val_ppl").value
+    uniform = reference.printed("tapered_fig2_blocks", "tp440m_uniform", "val_ppl").value
     for run, text in (("tp440m_blocks_wider_late", "+1.01"), ("tp440m_blocks_wider_middle", "+0.33")):
-        d = R.derived("tapered_fig2_blocks", run, "val_ppl_delta")
+        d = reference.derived("tapered_fig2_blocks", run, "val_ppl_delta")
         assert d.text == text
-        assert d.matches(R.printed("tapered_fig2_blocks", run, "val_ppl").value - uniform)
+        assert d.matches(reference.printed("tapered_fig2_blocks", run, "val_ppl").value - uniform)
         shown, p = paper_number("tapered_fig2_blocks", RowRef(run, run, run, True), Col("val_ppl_delta", "", "metric",
                                                                                          None, "f2"))
-        assert shown == f"{text} ({F.DERIVED})" and p.text == text
-    assert R.derived("tapered_fig2_blocks", "tp440m_uniform", "val_ppl_delta") is None
-    assert "seed" not in F.NOT_IN_SEED
+        assert shown == f"{text} ({fmt.DERIVED})" and p.text == text
+    assert reference.derived("tapered_fig2_blocks", "tp440m_uniform", "val_ppl_delta") is None
+    assert "seed" not in fmt.NOT_IN_SEED
 
 
 def test_comparisons_weigh_seed_noise():
@@ -187,12 +187,12 @@ def test_novelty_claims_read_the_cached_models(tmp_path):
     """Section 4's claims from results/analysis/novelty/*.json (the cached GPT-2 models)."""
     d = tmp_path / "r" / "analysis" / "novelty"
     d.mkdir(parents=True)
-    (d / "gpt2.json").write_text(json.dumps({"pearson_r_mlp": 0.6, "pearson_r_block": 0.3}))
-    (d / "gpt2-medium.json").write_text(json.dumps({"pearson_r_mlp": 0.7, "pearson_r_block": 0.5}))
+    (d / "gpt2.json").write_text(json.dumps({"rho_mlp": [], "rho_block": [], "pearson_r_mlp": 0.6, "pearson_r_block": 0.3}))
+    (d / "gpt2-medium.json").write_text(json.dumps({"rho_mlp": [], "rho_block": [], "pearson_r_mlp": 0.7, "pearson_r_block": 0.5}))
     got = _ledger(tmp_path)
     assert {got[i].status for i in ("tapered_novelty_r_positive", "tapered_novelty_r_ranges",
                                     "tapered_novelty_mlp_tighter")} == {HOLDS}
-    (d / "gpt2-large.json").write_text(json.dumps({"pearson_r_mlp": 0.2, "pearson_r_block": 0.4}))
+    (d / "gpt2-large.json").write_text(json.dumps({"rho_mlp": [], "rho_block": [], "pearson_r_mlp": 0.2, "pearson_r_block": 0.4}))
     got = _ledger(tmp_path)
     assert got["tapered_novelty_r_ranges"].status == AGAINST  # 0.20 below the printed 0.49
     assert got["tapered_novelty_mlp_tighter"].status == AGAINST

@@ -481,7 +481,7 @@ def claims_ledger(ctx: Context) -> list[Claim]:
         cell = built[table].cells.get((row, col))
         return None if cell is None or cell.ours is None else Measured(cell.ours, cell.std, cell.n)
 
-    return out + more_claims(ctx, measured) + paired_claims(ctx)
+    return out + more_claims(ctx, measured, verdict) + paired_claims(ctx)
 
 
 def _no_2x(ctx: Context, variant: str, baseline: str) -> bool | None:

@@ -172,15 +172,15 @@ NOVELTY = "tapered_sec4_novelty"
 def novelty_measurements(ctx: Context) -> list[tuple[str, float | None, float | None, bool]]:
     """(name, Pearson r of rho^MLP, of rho^block, is a GPT-2 model of the cached analysis) per
     novelty.json: our runs listing tapered_fig4_novelty, then results/analysis/novelty/*.json."""
-    from shapelm.results.readers import load_json
+    from shapelm.results.readers import read_novelty
 
     paths = [(run, ctx.run_file(run, "novelty.json"), False) for run in ctx.runs_for_table("tapered_fig4_novelty")]
     hf = ctx.results_dir / "analysis" / "novelty"
     paths += [(p.stem, p, "gpt2" in p.stem.lower()) for p in (sorted(hf.glob("*.json")) if hf.is_dir() else [])]
     out = []
     for name, path, gpt2 in paths:
-        d = load_json(path)
-        if isinstance(d, dict):
+        d = read_novelty(path)
+        if d is not None:
             out.append((name, d.get("pearson_r_mlp"), d.get("pearson_r_block"), gpt2))
     return out
 
@@ -232,8 +232,9 @@ def framed_late_bump(rises: dict[str, float | None]) -> list[Check]:
     return [None if f is None else f > 0] + [_lt(rises.get(v), f) for v in LWS_18L[1:]]
 
 
-def more_claims(ctx: Context, ours: Get) -> list:
-    from shapelm.results.claims import verdict
+def more_claims(ctx: Context, ours: Get, verdict: Callable) -> list:
+    """The claims the papers state in words, each a `verdict` (shapelm.results.claims.verdict,
+    passed in: the ledger imports this module, not the other way round)."""
 
     def claim(id, text, source, paper, build, *args, note="", paper_args=None, paper_side=True):
         """A verdict on our cells; from_paper: how many comparisons hold on the printed cells."""
