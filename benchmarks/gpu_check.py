@@ -245,9 +245,10 @@ class Trainer:
             "batch_tokens": SEQ_LEN, "seq_len": SEQ_LEN, "total_tokens": 2 * SEQ_LEN, "compile": not smoke,
             "fp8": False, "activation_checkpointing": recompute, "loss_chunk_tokens": LOSS_CHUNK,
             "precision": "auto"})
-        env = DistEnv(device=device)
+        self.recipe, self.env = recipe, DistEnv(device=device)
+        env = self.env
         self.amp = autocast_dtype(recipe, device)
-        self.model, _ = build_parallel(self.cfg, recipe, env, None, self.amp)
+        self.model, self.forward = build_parallel(self.cfg, recipe, env, None, self.amp)
         self.new_optimizer = lambda: make_optimizer(self.model, recipe, env, fsdp=False)
         self.optimizer = self.new_optimizer()
         self.bf16_linears = {n: m for n, m in self.model.named_modules() if type(m) is torch.nn.Linear}
@@ -279,18 +280,19 @@ class Trainer:
         """tokens/s over `steps` optimizer steps of `accum` micro-batches, after one warm-up step."""
         from shapelm.train.observe import peak_flops_for
 
-        model, opt, device = self.model, self.optimizer, self.device
+        from shapelm.train.steps import update as trainer_update
+
+        device = self.device
         x = torch.randint(0, self.cfg.vocab_size, (micro_batch, seq), device=device)
         labels = x.roll(-1, 1)
+        batches = [(x, labels)] * accum
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        amp_ctx = (lambda: torch.autocast(device.type, dtype=self.amp)) if self.amp else contextlib.nullcontext
 
-        def update():
-            for _ in range(accum):
-                with torch.autocast(device.type, dtype=self.amp, enabled=self.amp is not None):
-                    out = model(x, labels, z_loss_multiplier=1e-5, return_logits=False,
-                                loss_chunk_tokens=LOSS_CHUNK)
-                (out.loss / accum).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        def update():  # the trainer's own update: loss scaling, z-loss, clipping, AdamW, as training runs it
+            trainer_update(self.model, self.forward, self.optimizer, trainable, batches, accum * x.numel(),
+                           self.recipe.lr, self.recipe, self.env, amp_ctx,
+                           lambda loss, norm: RuntimeError(f"non-finite loss {loss} / grad norm {norm}"))
 
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)

@@ -32,15 +32,24 @@ EVALUATED_TARGETS = [f"run_{run}" for run in EVALUATED_RUNS] + ["results/rehears
 TRAINED_RUNS = ["hg3b_hg", "tp440m_linear_1p5_0p5", "tp1300m_cosine_1p5_0p5", "lws_crown_18l"]
 
 
-def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
+@pytest.fixture(scope="module")
+def rehearsal_inputs(tmp_path_factory):
+    """The rehearsal's stand-in inputs (tokenizers, text), written once for this module's tests."""
+    from shapelm.commands.rehearse import write_inputs
+
+    inputs = tmp_path_factory.mktemp("rehearsal") / "inputs"
+    write_inputs(inputs)
+    return inputs
+
+
+def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(rehearsal_inputs, tmp_path):
     from shapelm.plan.experiment import load_experiment
-    from shapelm.commands.rehearse import rehearsal_config, write_inputs
+    from shapelm.commands.rehearse import rehearsal_config
     from shapelm.plan.jobs import train_plan
 
-    write_inputs(tmp_path / "inputs")
     paper_raw = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
     paper = load_experiment(paper_raw)
-    small = load_experiment(rehearsal_config({**paper_raw, "rehearsal": {"inputs": str(tmp_path / "inputs")}}))
+    small = load_experiment(rehearsal_config({**paper_raw, "rehearsal": {"inputs": str(rehearsal_inputs)}}))
     assert small.name == "rehearsal" and sorted(small.runs) == sorted(paper.runs)
     for name in paper.runs:
         big_job, small_job = train_plan(paper, name).job, train_plan(small, name).job
@@ -52,17 +61,16 @@ def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(tmp_path):
     assert train_plan(paper, "hg8b_hg").segments > 2
 
 
-def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(tmp_path):
+def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(rehearsal_inputs, tmp_path):
     """The released-code recipe ranks above a scale's settings; the rehearsal's sizes still win."""
     from shapelm.config import merge
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
-    from shapelm.commands.rehearse import rehearsal_config, write_inputs
+    from shapelm.commands.rehearse import rehearsal_config
 
-    write_inputs(tmp_path / "inputs")
     raw = merge(yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text()),
                 yaml.safe_load((ROOT / "configs" / "overlays" / "paper-official.yaml").read_text()))
-    small = load_experiment(rehearsal_config({**raw, "rehearsal": {"inputs": str(tmp_path / "inputs")}}))
+    small = load_experiment(rehearsal_config({**raw, "rehearsal": {"inputs": str(rehearsal_inputs)}}))
     run = resolve_run(small.raw, "hg8b_hg")
     assert run["recipe"]["name"] == "official"
     assert run["train"]["total_tokens"] < 10**6 and run["train"]["seq_len"] <= 64 and not run["train"]["fp8"]
@@ -75,7 +83,7 @@ def shape_family(arch: dict) -> tuple:
 
 
 @pytest.mark.parametrize("config", ["paper.yaml", "one-gpu.yaml"])
-def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, config):
+def test_every_paper_run_takes_a_training_step_at_rehearsal_size(rehearsal_inputs, tmp_path, config):
     """What a dry run cannot show: each run's model builds and its first gradient is finite (the
     paper's runs, and the one-GPU experiment's, shrunk as `shapelm rehearse` shrinks them); one
     run of each shape family also takes a whole training step through the trainer (its data,
@@ -87,12 +95,11 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(tmp_path, confi
     from shapelm.model import ModelConfig, build_model
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
-    from shapelm.commands.rehearse import rehearsal_config, write_inputs
+    from shapelm.commands.rehearse import rehearsal_config
     from shapelm.train import train
 
-    write_inputs(tmp_path / "inputs")
     paper_raw = yaml.safe_load((ROOT / "configs" / config).read_text())
-    small = load_experiment(rehearsal_config({**paper_raw, "rehearsal": {"inputs": str(tmp_path / "inputs")}}))
+    small = load_experiment(rehearsal_config({**paper_raw, "rehearsal": {"inputs": str(rehearsal_inputs)}}))
     ids = np.random.default_rng(0).integers(1, 256, size=100_000).astype(np.uint32)
     tokens = tmp_path / "tokens"
     write_token_dir(tokens, ids, vocab_size=256, eos_id=0)

@@ -38,7 +38,10 @@ def test_wonderwords_lists_as_ruler_reads_them():
     nouns, adjs, verbs = get("nounlist.txt"), get("adjectivelist.txt"), get("verblist.txt")
     assert W.common_words(W.WONDERWORDS) == sorted(set(nouns + adjs + verbs))
     assert len(W.common_words(W.WONDERWORDS)) > 8000
-    assert W.needle_words(W.WONDERWORDS)[:1] == sorted({f"{a}-{n}" for a in adjs for n in nouns})[:1]
+    needle = W.needle_words(W.WONDERWORDS)  # every adjective-noun pair, sorted, once each
+    assert 0.99 * len(adjs) * len(nouns) < len(needle) <= len(adjs) * len(nouns)
+    assert needle[0] == min(f"{a}-{n}" for a in adjs for n in nouns)
+    assert needle[-1] == max(f"{a}-{n}" for a in adjs for n in nouns)
     assert load_resources(word_lists=W.WONDERWORDS).notes["word_lists"] == "wonderwords"
 
 
