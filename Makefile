@@ -126,7 +126,7 @@ bench: env
 
 # Re-resolve the pinned lock after editing pyproject.toml dependencies.
 lock:
-	uv pip compile pyproject.toml --extra test --extra fp8 --extra tracking --find-links $(WHEELS) --python-version 3.11 -o requirements.lock
+	uv pip compile pyproject.toml --all-extras --find-links $(WHEELS) --python-version 3.11 -o requirements.lock
 
 clean-demo:
 	rm -rf work/default results/default paper_figures/default

@@ -16,6 +16,24 @@ import sys
 from shapelm.errors import ShapelmError
 from shapelm.numerics import pin_cpu_numerics
 
+#: The optional dependencies, by the extra that installs them (pyproject.toml): the core
+#: (shapes, accounting, solver, model, data, training) needs none of them; a command that does
+#: names the extra in one line instead of a traceback. `make env` installs them all.
+EXTRAS = {
+    "snakemake": "workflow", "snakemake_executor_plugin_slurm": "workflow", "datasets": "workflow",
+    "huggingface_hub": "workflow",
+    "lm_eval": "eval", "transformers": "eval", "accelerate": "eval", "wonderwords": "eval",
+    "matplotlib": "plots",
+    "tensorboard": "tracking",
+    "torchao": "fp8",
+}
+
+
+def missing_extra(err: ModuleNotFoundError) -> str | None:
+    """The extra that installs the module `err` did not find (None: not an optional one)."""
+    return EXTRAS.get((err.name or "").split(".")[0])
+
+
 # Modules that provide `add_commands(subparsers)`, in the order they appear in --help.
 COMMAND_MODULES = [
     "shapelm.commands.shapes",
@@ -133,6 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shapelm {args.command}: error: {err}", file=sys.stderr)
         distributed = sys.modules.get("shapelm.train.distributed")  # loaded only by the stages that use it
         return distributed.exit_after_error(2) if distributed else 2
+    except ModuleNotFoundError as err:
+        extra = missing_extra(err)
+        if extra is None:
+            raise
+        print(f"shapelm {args.command}: error: this command needs {err.name.split('.')[0]}, which is not "
+              f"installed: pip install 'shapelm[{extra}]' (or 'shapelm[all]'; make env installs every extra)",
+              file=sys.stderr)
+        return 2
     return int(result or 0)
 
 
