@@ -3,13 +3,16 @@
 site-packages and Snakemake reads config files with shapelm's strict loader there too, before
 a YTE template could run. Everything else is in pyproject.toml."""
 
+import runpy
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-PTH_NAME = "shapelm-yte-guard.pth"  # as shapelm.commands.yte_guard names it (a test checks they agree)
-PTH_LINE = "import shapelm.commands.yte_guard as guard; guard.register()\n"
+# The hook's file name and line, from the guard module itself (standard library only, so it
+# runs here without the package's dependencies).
+_GUARD = runpy.run_path(str(Path(__file__).resolve().parent / "src" / "shapelm" / "commands" / "yte_guard.py"))
+PTH_NAME, PTH_LINE = _GUARD["PTH_NAME"], _GUARD["PTH_LINE"]
 
 
 class BuildPyWithGuard(build_py):

@@ -8,6 +8,7 @@ from shapelm.numerics import pin_cpu_numerics
 pin_cpu_numerics()
 
 import atexit  # noqa: E402
+import shlex  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -35,7 +36,7 @@ def _scontrol_without_a_controller() -> None:
         pass
     shim = Path(tempfile.mkdtemp(prefix="shapelm-test-bin-")) / "scontrol"
     shim.write_text('#!/bin/sh\nif [ "$1" = show ] && [ "$2" = config ]; then exit 1; fi\n'
-                    f'exec {real} "$@"\n')
+                    f'exec {shlex.quote(real)} "$@"\n')
     shim.chmod(0o755)
     atexit.register(shutil.rmtree, shim.parent, ignore_errors=True)
     os.environ["PATH"] = f"{shim.parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -45,20 +45,22 @@ def _loss(model, batch: torch.Tensor) -> float:
 
 
 class _StreamNorms:
-    """Forward hooks on every block: the norms of its input and output, per application."""
+    """Forward hooks on every block: the norm of its output and its relative write, per
+    application; the first block's input is the embeddings."""
 
     def __init__(self) -> None:
-        self.inputs: list[float] = []
+        self.embedding: float = math.nan
         self.outputs: list[float] = []
         self.writes: list[float] = []
 
     def __call__(self, module, args, output) -> None:
-        x = args[0].float()
-        y = output.float()
-        self.inputs.append(float(x.norm(dim=-1).mean()))
+        x, y = args[0].float(), output.float()
+        x_norm = x.norm(dim=-1)
+        if not self.outputs:
+            self.embedding = float(x_norm.mean())
         self.outputs.append(float(y.norm(dim=-1).mean()))
         if x.shape == y.shape:
-            ratio = (y - x).norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)
+            ratio = (y - x).norm(dim=-1) / x_norm.clamp_min(1e-12)
             self.writes.append(float(ratio.mean()))
         else:  # a block that changes the stream's width writes no comparable difference
             self.writes.append(math.nan)
@@ -90,6 +92,6 @@ def measure_depth(model, ids: torch.Tensor, seq_len: int) -> dict[str, Any]:
     applied = [{"depth": i, "layer": i % len(model.layers), "residual_norm": norms.outputs[i],
                 "write_ratio": norms.writes[i]} for i in range(len(norms.outputs))]
     layers = [{"layer": i, "skip_loss": s, "skip_delta": s - base} for i, s in enumerate(skip)]
-    return {"loss": base, "embedding_norm": norms.inputs[0] if norms.inputs else math.nan,
+    return {"loss": base, "embedding_norm": norms.embedding,
             "applied": applied, "layers": layers, "tokens": int(batch.numel()), "windows": int(batch.shape[0]),
             "seq_len": seq_len, "definition": DEFINITION}
