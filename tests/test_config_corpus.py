@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.commands.checks import plan_experiment
+from shapelm.plan.checks import plan_experiment
 from shapelm.config import load_yaml
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError, ShapelmError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.commands.fetch import Input, experiment_inputs, record_path, tokenizer_input
+from shapelm.plan.inputs import Input, experiment_inputs, record_path, tokenizer_input
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MODEL_FILES = {"tokenizer.json": b'{"version": "1.0"}', "tokenizer_config.json": b'{"eos_token": "</s>"}',
@@ -115,7 +115,7 @@ def test_a_tokenizer_is_fetched_into_the_hub_cache_with_its_commit(tmp_path, hub
 
 
 def test_a_dataset_split_is_fetched_alone(tmp_path, hub):
-    from shapelm.commands.fetch import longctx_input
+    from shapelm.plan.inputs import longctx_input
 
     inp = longctx_input("pg19", "hf:owner/books/data", "train", "longctx.pg19")
     proc = fetch_cli(tmp_path, hub, *inp.args())
@@ -148,7 +148,7 @@ def test_offline_with_nothing_cached_refuses_in_one_line_without_asking_the_serv
 
 
 def test_a_missing_local_file_says_where_it_comes_from(tmp_path):
-    from shapelm.commands.fetch import longctx_input
+    from shapelm.plan.inputs import longctx_input
 
     inp = longctx_input("essays", str(tmp_path / "PaulGrahamEssays.json"), None, "longctx.essays")
     proc = fetch_cli(tmp_path, "http://127.0.0.1:9", *inp.args())

@@ -44,7 +44,7 @@ def rehearsal_inputs(tmp_path_factory):
 
 def test_rehearsal_config_keeps_every_run_and_the_cluster_shape(rehearsal_inputs, tmp_path):
     from shapelm.plan.experiment import load_experiment
-    from shapelm.commands.rehearse import rehearsal_config
+    from shapelm.plan.cpu_size import rehearsal_config
     from shapelm.plan.jobs import train_plan
 
     paper_raw = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
@@ -66,7 +66,7 @@ def test_the_official_recipe_overlay_is_rehearsed_at_cpu_size(rehearsal_inputs, 
     from shapelm.config import merge
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
-    from shapelm.commands.rehearse import rehearsal_config
+    from shapelm.plan.cpu_size import rehearsal_config
 
     raw = merge(yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text()),
                 yaml.safe_load((ROOT / "configs" / "overlays" / "paper-official.yaml").read_text()))
@@ -95,7 +95,7 @@ def test_every_paper_run_takes_a_training_step_at_rehearsal_size(rehearsal_input
     from shapelm.model import ModelConfig, build_model
     from shapelm.plan.experiment import load_experiment
     from shapelm.plan.runs import resolve_run
-    from shapelm.commands.rehearse import rehearsal_config
+    from shapelm.plan.cpu_size import rehearsal_config
     from shapelm.train import train
 
     paper_raw = yaml.safe_load((ROOT / "configs" / config).read_text())

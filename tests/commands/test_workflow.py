@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shapelm.commands.checks import check_resources, raise_on
+from shapelm.plan.checks import check_resources, raise_on
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.commands.launch import launch_command
@@ -170,7 +170,7 @@ def test_planning_a_workflow_does_not_import_torch():
 
     code = (
         "import sys, yaml\n"
-        "from shapelm.commands.checks import workflow_experiment\n"
+        "from shapelm.plan.checks import workflow_experiment\n"
         "for path in ('configs/default.yaml', 'configs/paper.yaml'):\n"
         "    workflow_experiment(yaml.safe_load(open(path)), [path], check=False)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'lm_eval') if m in sys.modules))\n"

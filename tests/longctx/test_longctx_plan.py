@@ -7,7 +7,7 @@ import pytest
 
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
-from shapelm.commands.fetch import experiment_inputs
+from shapelm.plan.inputs import experiment_inputs
 from shapelm.longctx.plan import check_longctx, longctx_settings, needed_inputs, run_lengths
 
 ROOT = Path(__file__).parents[2]
@@ -45,8 +45,8 @@ def config(inputs: Path, **longctx) -> dict:
 
 
 def check(cfg) -> list[str]:
-    """The plan-time check as shapelm.commands.checks runs it: inputs a `fetch` job gets are not looked for."""
-    from shapelm.commands.fetch import fetched_by_job
+    """The plan-time check as shapelm.plan.checks runs it: inputs a `fetch` job gets are not looked for."""
+    from shapelm.plan.inputs import fetched_by_job
 
     return check_longctx(load_experiment(cfg), fetched_by_job)
 

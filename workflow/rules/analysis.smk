@@ -7,7 +7,7 @@ NOVELTY_FIGURE = "tapered_fig4_novelty"
 NOVELTY_RUNS = [r for r in RUNS if NOVELTY_FIGURE in EXP.run(r)["tables"]]
 # The GPT-2 family, each model fetched by a `fetch` job (the tiny default and a rehearsal, which
 # fetch nothing: the members already cached here).
-NOVELTY_HF = fetch_stage.novelty_models(EXP)
+NOVELTY_HF = planned_inputs.novelty_models(EXP)
 NOVELTY_HF_OUTPUTS = [f"{RESULTS}/analysis/novelty/{m}.json" for m in NOVELTY_HF]
 
 
@@ -50,7 +50,9 @@ rule novelty_hf:
     input:
         text=novelty_text(val_data(None)),
         tokenizer=[TOKENIZER] if DEFAULT_SOURCE else [],
-        fetched=lambda w: fetched(fetch_stage.model_input(NOVELTY_HF[w.hf_model], ""))
+        fetched=lambda w: fetched(
+            planned_inputs.model_input(NOVELTY_HF[w.hf_model], "")
+        )
         + fetched_tokenizer(TOKENIZER),
     output:
         f"{RESULTS}/analysis/novelty/{{hf_model}}.json",

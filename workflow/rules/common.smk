@@ -11,7 +11,7 @@ from shapelm.plan import jobs
 from shapelm.plan import paths
 from shapelm.plan.build import plan_of, write_plan
 from shapelm.plan.document import PLAN_VERSION
-from shapelm.commands.checks import workflow_experiment
+from shapelm.plan.checks import workflow_experiment
 from shapelm.config import config_hash, write_json_atomic
 from shapelm.evaluation.standins import standin_path, standin_tasks
 from shapelm.evaluation.tasks import expand_task_names

@@ -97,7 +97,10 @@ rule downstream:
         tasks=TASK_INPUTS,
         fetched=lambda w: fetched_tokenizer(tokenizer_for(w.run))
         + fetched(
-            *(fetch_stage.task_input(t, "") for t in fetch_stage.hub_tasks(EXP, w.run))
+            *(
+                planned_inputs.task_input(t, "")
+                for t in planned_inputs.hub_tasks(EXP, w.run)
+            )
         ),
     output:
         f"{RUN_RESULTS}/downstream.json",

@@ -1,26 +1,26 @@
-# The fetch stage (shapelm.commands.fetch): every external input of the experiment (tokenizers, PG19,
-# Proof-pile, RULER's files, lm-eval's task datasets, the GPT-2 family) as one `fetch` job, run
-# on the host running Snakemake (where the network is) into the HF cache the jobs read offline.
+# The fetch stage: every external input of the experiment (tokenizers, PG19, Proof-pile, RULER's
+# files, lm-eval's task datasets, the GPT-2 family; listed by shapelm.plan.inputs) as one `fetch`
+# job (`shapelm fetch`), run on the host running Snakemake (where the network is) into the HF cache the jobs read offline.
 # Each job that reads an input depends on its record, so nothing reads an input not fetched;
 # the tiny default and a rehearsal have no fetch jobs (their inputs are made here).
 import re
 
-from shapelm.commands import fetch as fetch_stage
+from shapelm.plan import inputs as planned_inputs
 
-FETCH_INPUTS = fetch_stage.experiment_inputs(EXP)
+FETCH_INPUTS = planned_inputs.experiment_inputs(EXP)
 
 
 def fetched(*inputs):
     """The records of the fetch jobs of `inputs` (Input objects or None), for a rule's `input:`."""
     return [
-        str(fetch_stage.record_path(WORK, i))
+        str(planned_inputs.record_path(WORK, i))
         for i in inputs
         if i is not None and i.name in FETCH_INPUTS
     ]
 
 
 def fetched_tokenizer(spec, who="a job"):
-    return fetched(fetch_stage.tokenizer_input(spec, who))
+    return fetched(planned_inputs.tokenizer_input(spec, who))
 
 
 rule fetch:
@@ -44,5 +44,5 @@ rule inputs:
     """Every external input of the experiment, fetched (`snakemake --profile slurm inputs`, on
     the login node: fetch jobs are local rules)."""
     input:
-        [str(fetch_stage.record_path(WORK, name)) for name in FETCH_INPUTS],
+        [str(planned_inputs.record_path(WORK, name)) for name in FETCH_INPUTS],
     localrule: True

@@ -26,7 +26,7 @@ def fetched_longctx(*keys):
 
     specs = [(k, LC.get(k)) for k in keys]
     inputs = [
-        fetch_stage.longctx_input(k, str(v), INPUT_SPLITS.get(k), "")
+        planned_inputs.longctx_input(k, str(v), INPUT_SPLITS.get(k), "")
         for k, v in specs
         if v
     ]

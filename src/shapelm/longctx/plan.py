@@ -104,7 +104,7 @@ def check_longctx(exp: Experiment, fetched_by_job: Callable[[Experiment, str, st
                   ) -> list[str]:
     """Errors (each naming its key and the `longctx: true` runs concerned); [] when all is well.
     `fetched_by_job(exp, key, spec)` says whether a `fetch` job stands for an input
-    (shapelm.commands.fetch.fetched_by_job, passed in by the plan-time checks above this layer): such an
+    (shapelm.plan.inputs.fetched_by_job, passed in by the plan-time checks above this layer): such an
     input is not looked for yet."""
     runs = [r for r in exp.runs if exp.run(r)["longctx"]]
     if not runs:

@@ -25,7 +25,7 @@ def _stage_checks(exp: Experiment) -> list[str]:
     from shapelm.data.plan import check_data
     from shapelm.longctx.plan import check_longctx
 
-    from shapelm.commands.fetch import fetched_by_job
+    from shapelm.plan.inputs import fetched_by_job
 
     return [*check_data(exp), *check_longctx(exp, fetched_by_job)]
 
@@ -115,7 +115,7 @@ def check_experiment(exp: Experiment) -> list[str]:
 
 def _print_fetch_notes(exp: Experiment) -> None:
     """Inputs not fetched yet, each with the job that will fetch it (stderr, at `snakemake -n`)."""
-    from shapelm.commands.fetch import plan_notes
+    from shapelm.plan.inputs import plan_notes
     from shapelm.plan.paths import work_dir
 
     notes = plan_notes(exp, work_dir(exp.name))
@@ -135,14 +135,14 @@ def plan_experiment(config: str | os.PathLike | dict[str, Any], configfiles: Any
 
     `configfiles` are the files Snakemake merged into `config`: read again strictly, because
     Snakemake's own loader keeps the last of two equal keys and evaluates `__use_yte__`
-    templates. A `rehearsal:` config becomes its CPU-sized copy (shapelm.commands.rehearse). `check`
+    templates. A `rehearsal:` config becomes its CPU-sized copy (shapelm.plan.cpu_size). `check`
     adds the data, long-context and cluster checks (where the workflow is planned)."""
     files = [str(path) for path in configfiles]
     for path in files:
         load_yaml(path)
     where = " + ".join(files) or "config"
     if isinstance(config, dict) and config.get("rehearsal"):
-        from shapelm.commands.rehearse import apply_environment, rehearsal_config
+        from shapelm.plan.cpu_size import apply_environment, rehearsal_config
 
         validate_schema(config, where)  # the experiment rehearsed, and its `rehearsal:` section
         apply_environment(config)
