@@ -2,8 +2,8 @@
 
 A rehearsal is configs/paper.yaml with everything kept but size: the same 74 runs, rules, SLURM
 resource shapes (1 GPU, 8 GPUs, 2 and 4 nodes, one process per GPU), segment chains (at most 2
-jobs), recipes and data source kinds, with widths / 32, heads / 8, layers / 4, sequences / 64,
-vocabularies those of small stand-in tokenizers and 6 optimizer steps per run. Its inputs are real formats made from the
+jobs), recipes and data source kinds, with widths / 32, heads / 8, layers / 8, sequences / 64,
+vocabularies those of small stand-in tokenizers and 4 optimizer steps per run. Its inputs are real formats made from the
 embedded corpus: OLMo-2 uint32 shards read over HTTP byte ranges, the v3-small validation
 files, tokenizers in a Hugging Face cache under the paper's repo ids, PG19 / Proof-pile / essay /
 QA files (shapelm.data.rehearsal, shapelm.longctx.rehearsal). Jobs see no GPU: each "GPU" is a

@@ -27,8 +27,10 @@ SEQ_DIVISOR = 64
 WIDTH_KEYS = ("d_model", "d_h", "d_ff", "d_attn")
 HEAD_KEYS = ("n_heads", "n_kv_heads")
 SEQ_KEYS = ("window",)  # Titans' attention window: / SEQ_DIVISOR with the sequences it spans
-LAYER_DIVISOR = 4  # 32 layers x 32 gloo ranks of FSDP collectives on two cores take minutes a step
-MIN_STEPS = 6
+# FSDP's collectives go layer by layer: at layers / 4 a step of the 4-node run's 32 gloo ranks on
+# two cores cost ~8 CPU-seconds a rank, most of the rehearsal's time.
+LAYER_DIVISOR = 8
+MIN_STEPS = 4  # two segments of two steps: a resume, a preemption before step 3, a validation in each
 MAX_SEGMENTS = 2  # a chain's two kinds of job (train_segment, then train) at the fewest 32-rank starts
 OVERRIDES_FILE = "overrides.json"
 
@@ -39,7 +41,7 @@ def _round_to(value: float, multiple: int) -> int:
 
 def shrink_arch(arch: dict[str, Any], scale_heads: int | None) -> dict[str, Any]:
     """Widths / 32 (multiples of 8, and of 8 x heads where a width sets the head size), heads
-    / 8, explicit head_dim / 8 (even, for RoPE), layers / 4 (at least 3, a multiple of the
+    / 8, explicit head_dim / 8 (even, for RoPE), layers / 8 (at least 3, a multiple of the
     block count for `blocks`; LWS keeps its 12 / 18), Titans' window / 64 with the sequences;
     K, kinds, schedules and ratios unchanged."""
     out = copy.deepcopy(arch)
