@@ -69,10 +69,12 @@ def test_paper_plan_before_any_run_says_which_families_can_ever_be_fitted(paper_
 
 
 def test_measured_points_do_not_make_a_too_small_plan_fittable(paper_plan, tmp_path):
-    losses = _synthetic(paper_plan, {"tp_uniform": HOURGLASS})
+    losses = {**_synthetic(paper_plan, {"tp_uniform": HOURGLASS}), "hg113m_hg_k5": 3.4}
     rows = _rows(_ctx(paper_plan, tmp_path, losses))
     assert rows[("tp_uniform", "L(C)")]["points"] == 3
     assert rows[("tp_uniform", "L(C)")]["status"].startswith("cannot be fitted: the plan has only 3 sizes")
+    assert rows[("hg_hg_k5", "any")]["points"] == 1
+    assert rows[("hg_hg_k5", "any")]["status"].startswith("cannot be fitted: the plan has only 1 size")
 
 
 def test_partly_measured_family_is_pending_with_its_counts(paper_plan, tmp_path):

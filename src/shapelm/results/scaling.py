@@ -322,14 +322,18 @@ def family_points(ctx) -> dict[str, list[dict[str, float | str]]]:
     for fam, planned in planned_families(ctx).items():
         if len(planned.sizes) < 2:
             continue  # one size: nothing to fit across
-        pts = []
-        for r in planned.runs:
-            p, acc = ctx.ppl(r), ctx.acc(r)
-            if p is not None and p.val_loss is not None and acc:
-                pts.append({"run": r, "N": float(acc["non_embedding"]), "D": float(acc["total_tokens"]),
-                            "C": float(acc["total_compute"]), "L": float(p.val_loss)})
+        pts = [pt for pt in (_measured_point(ctx, r) for r in planned.runs) if pt]
         out[fam] = sorted(pts, key=lambda p: p["C"])  # by compute, as the figure's axis and labels read
     return out
+
+
+def _measured_point(ctx, run: str) -> dict[str, float | str] | None:
+    """A finished run's (run, N, D, C, L); None while it has no held-out loss."""
+    p, acc = ctx.ppl(run), ctx.acc(run)
+    if p is None or p.val_loss is None or not acc:
+        return None
+    return {"run": run, "N": float(acc["non_embedding"]), "D": float(acc["total_tokens"]),
+            "C": float(acc["total_compute"]), "L": float(p.val_loss)}
 
 
 def _coef_row(fit: PowerLawFit) -> dict[str, float]:
@@ -413,8 +417,9 @@ def scaling_table(ctx) -> PlainTable:
     # families planned at one size: one row each, no law can be fitted across one size
     for fam, fp in planned.items():
         if fam not in points:
+            measured = sum(1 for r in fp.runs if _measured_point(ctx, r))
             rows.append({"family": fam, "law": "any", "planned_sizes": len(fp.sizes), "needed": min_points(1),
-                         "points": 0, "runs": " ".join(fp.runs), "status": fp.status("L(C)", 0)})
+                         "points": measured, "runs": " ".join(fp.runs), "status": fp.status("L(C)", measured)})
     rows += [_crossing_row(fa, fb, fits, points) for fa, fb in compared_families(ctx, points)]
     # one verdict per family: its L(C) row's (the law needing the fewest points), or its one row
     verdicts = [str(r["status"]).split(":")[0] for r in rows if r["law"] in ("L(C)", "any")]
