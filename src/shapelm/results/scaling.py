@@ -14,7 +14,15 @@ intervals of a nonparametric bootstrap that resamples the fitted points with rep
 refits from the full-data optimum (the replication found Chinchilla's intervals implausibly
 narrow for ~400 points; resampling the points, not assuming a Gaussian around one optimum, is
 its remedy). With few points the bootstrap under-covers; a fit needs at least
-`n_params + 2` points and the table says so where a family has fewer.
+`n_params + 2` points (`min_points`).
+
+Contract of the table (`scaling_table`): every shape family of the plan has a row per law (one
+row when it is planned at a single size) whose status is read from the plan's planned sizes and
+the finished runs: "cannot be fitted" when the plan has fewer distinct sizes than the law needs
+points (or, for L(N, D), planned parameters and tokens vary together), "pending: N of M planned
+points measured" while it waits for runs, else "fitted"; each pair of families a paper compares
+has a crossing row with the same three kinds of status. Sizes come from the plan's accounting,
+so the verdict "cannot be fitted" holds before any run has trained.
 """
 
 from __future__ import annotations
@@ -241,7 +249,9 @@ CAPTION = ("Per shape family (the runs of one shape across scales): held-out los
            "L = E + A/C^alpha and, where the runs' parameters and tokens vary independently, L = E + A/N^alpha + "
            "B/D^beta (N non-embedding parameters, D training tokens); Huber loss on log L, many initialisations, "
            "percentile intervals of a bootstrap over the points; the compute at which two compared families' "
-           "loss-vs-compute fits cross, with its interval.")
+           "loss-vs-compute fits cross, with its interval. Every family of the plan has a row whose status says "
+           "whether its planned sizes can ever be fitted ('cannot be fitted: the plan has only N sizes, a fit "
+           "needs M'), are waiting for runs ('pending: N of M planned points measured') or are fitted.")
 N_BOOT = 400
 # Crossings are searched from 1/1000 of the smallest to 1000 x the largest compute fitted.
 CROSS_RANGE = 1e3
@@ -251,34 +261,79 @@ COLLINEAR = 0.98  # |corr(log N, log D)| above this: parameters and tokens are n
 # seed noise only as far as the points' scatter shows it).
 POINTS = "bootstrap over fitted points"
 
-COLUMNS = [("family", "family"), ("law", "law"), ("points", "points"), ("runs", "runs"),
+COLUMNS = [("family", "family"), ("law", "law"), ("planned_sizes", "planned sizes"),
+           ("needed", "points a fit needs"), ("points", "points measured"), ("runs", "planned runs"),
            *((f"{k}{s}", f"{k}{h}") for k in ("E", "A", "alpha", "B", "beta")
              for s, h in (("", ""), ("_lo", f" 95% lo ({POINTS})"), ("_hi", f" 95% hi ({POINTS})"))),
            ("cross_C", "crossing compute"), ("cross_C_lo", f"crossing 95% lo ({POINTS})"),
            ("cross_C_hi", f"crossing 95% hi ({POINTS})"),
            ("cross_share", "share of draws crossing"), ("status", "status")]
 
+# The two laws: name, the variables fitted (each point's keys) and so how many points a fit needs.
+LAWS = (("L(C)", ("C",)), ("L(N, D)", ("N", "D")))
+CANNOT = "cannot be fitted"
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class PlannedFamily:
+    """A shape family as the plan has it, before any run finished: its primary runs and their
+    planned sizes (non-embedding parameters N, training tokens D, from the plan's accounting)."""
+    name: str
+    runs: tuple[str, ...]
+    sizes: tuple[tuple[float, float], ...]  # distinct planned (N, D)
+
+    def status(self, law: str, measured: int) -> str | None:
+        """Why `law` is not fitted with `measured` finished points: it never can be from the planned
+        sizes, or it waits for runs; None when enough points are measured to fit it."""
+        variables = dict(LAWS)[law]
+        needed = min_points(len(variables))
+        if len(self.sizes) < needed:
+            n = len(self.sizes)
+            return f"{CANNOT}: the plan has only {n} size{'s' * (n != 1)}, a fit of {law} needs {needed}"
+        if len(variables) == 2:
+            logn, logd = (np.log([s[i] for s in self.sizes]) for i in (0, 1))
+            if np.ptp(logd) == 0 or abs(np.corrcoef(logn, logd)[0, 1]) > COLLINEAR:
+                return (f"{CANNOT}: the planned parameters and tokens vary together (|corr(log N, log D)| > "
+                        f"{COLLINEAR}), so A/N^alpha and B/D^beta are not separable")
+        if measured < needed:
+            return f"{PENDING}: {measured} of {len(self.runs)} planned points measured (a fit needs {needed})"
+        return None
+
+
+def planned_families(ctx) -> dict[str, PlannedFamily]:
+    """Every shape family of the plan (its primary runs by family name), in plan order."""
+    from shapelm.results.intervals import family
+
+    runs: dict[str, list[str]] = {}
+    for run in ctx.plan.runs:
+        if ctx.plan.is_primary(run):
+            runs.setdefault(family(run), []).append(run)
+    out = {}
+    for fam, members in runs.items():
+        sizes = {(float(ctx.acc(r)["non_embedding"]), float(ctx.acc(r)["total_tokens"])) for r in members}
+        out[fam] = PlannedFamily(fam, tuple(members), tuple(sorted(sizes)))
+    return out
+
 
 def family_points(ctx) -> dict[str, list[dict[str, float | str]]]:
     """family -> finished runs' (run, N, D, C, L), for families planned at two or more sizes."""
-    from shapelm.results.intervals import family
-
-    planned: dict[str, list[str]] = {}
-    for run in ctx.plan.runs:
-        if ctx.plan.is_primary(run):
-            planned.setdefault(family(run), []).append(run)
     out: dict[str, list[dict[str, float | str]]] = {}
-    for fam, runs in planned.items():
-        if len({(ctx.acc(r) or {}).get("non_embedding") for r in runs}) < 2:
+    for fam, planned in planned_families(ctx).items():
+        if len(planned.sizes) < 2:
             continue  # one size: nothing to fit across
-        pts = []
-        for r in runs:
-            p, acc = ctx.ppl(r), ctx.acc(r)
-            if p is not None and p.val_loss is not None and acc:
-                pts.append({"run": r, "N": float(acc["non_embedding"]), "D": float(acc["total_tokens"]),
-                            "C": float(acc["total_compute"]), "L": float(p.val_loss)})
-        out[fam] = pts
+        pts = [pt for pt in (_measured_point(ctx, r) for r in planned.runs) if pt]
+        out[fam] = sorted(pts, key=lambda p: p["C"])  # by compute, as the figure's axis and labels read
     return out
+
+
+def _measured_point(ctx, run: str) -> dict[str, float | str] | None:
+    """A finished run's (run, N, D, C, L); None while it has no held-out loss."""
+    p, acc = ctx.ppl(run), ctx.acc(run)
+    if p is None or p.val_loss is None or not acc:
+        return None
+    return {"run": run, "N": float(acc["non_embedding"]), "D": float(acc["total_tokens"]),
+            "C": float(acc["total_compute"]), "L": float(p.val_loss)}
 
 
 def _coef_row(fit: PowerLawFit) -> dict[str, float]:
@@ -295,58 +350,91 @@ def _coef_row(fit: PowerLawFit) -> dict[str, float]:
     return row
 
 
+def _fit_law(planned: PlannedFamily, pts: list[dict], law: str) -> PowerLawFit | str:
+    """A family's fit of `law`, or the status saying why there is none."""
+    why = planned.status(law, len(pts))
+    if why:
+        return why
+    variables = dict(LAWS)[law]
+    try:
+        return fit_power_law({v: [p[v] for p in pts] for v in variables}, [p["L"] for p in pts], n_boot=N_BOOT)
+    except ValueError as err:
+        return f"not fitted: {err}"
+
+
 def compute_fits(ctx) -> tuple[dict[str, list], dict[str, PowerLawFit | str]]:
+    """Measured points and the L(C) fit (or the status saying why none) of every family planned at
+    two or more sizes."""
+    planned = planned_families(ctx)
     points = family_points(ctx)
-    fits: dict[str, PowerLawFit | str] = {}
-    for fam, pts in points.items():
-        try:
-            fits[fam] = fit_power_law({"C": [p["C"] for p in pts]}, [p["L"] for p in pts], n_boot=N_BOOT)
-        except ValueError as err:
-            fits[fam] = f"not fitted: {err}"
-    return points, fits
+    return points, {fam: _fit_law(planned[fam], pts, "L(C)") for fam, pts in points.items()}
+
+
+def _family_crossing(fa: str, fb: str, fits: dict, points: dict) -> Crossing | None:
+    """Where two families' L(C) fits cross, searched around their measured compute; None unless
+    both are fitted."""
+    f, g = fits[fa], fits[fb]
+    if not isinstance(f, PowerLawFit) or not isinstance(g, PowerLawFit):
+        return None
+    cs = [p["C"] for p in points[fa] + points[fb]]
+    return crossing_interval(f, g, min(cs) / CROSS_RANGE, max(cs) * CROSS_RANGE)
+
+
+def _crossing_row(fa: str, fb: str, fits: dict, points: dict) -> dict:
+    row = {"family": f"{fa} vs {fb}", "law": "crossing of L(C)", "points": len(points[fa]) + len(points[fb])}
+    cr = _family_crossing(fa, fb, fits, points)
+    if cr is None:
+        # a crossing needs both fits: it can never be found where either family can never be fitted
+        waits = [(fam, str(fits[fam])) for fam in (fa, fb) if not isinstance(fits[fam], PowerLawFit)]
+        word = next((w for w in (CANNOT, PENDING) if any(why.startswith(w) for _, why in waits)), "not fitted")
+        return {**row, "status": f"{word}: " + "; ".join(f"{fam}, {why.split(': ', 1)[-1]}" for fam, why in waits)}
+    return {**row, "cross_C": cr.compute, "cross_C_lo": cr.interval[0] if cr.interval else None,
+            "cross_C_hi": cr.interval[1] if cr.interval else None, "cross_share": cr.share,
+            "status": "crosses" if cr.compute else "no crossing in range"}
+
+
+def compared_families(ctx, points: dict) -> list[tuple[str, str]]:
+    """(arm family, base family) of the runs a paper compares, both planned at two or more sizes."""
+    from shapelm.results.intervals import comparison_base, family
+
+    compared = {(family(a), family(b)) for a in ctx.plan.runs if ctx.plan.is_primary(a)
+                and (b := comparison_base(ctx, a))}
+    return sorted((fa, fb) for fa, fb in compared if fa in points and fb in points)
 
 
 def scaling_table(ctx) -> PlainTable:
-    from shapelm.results.intervals import comparison_base, family
-
+    planned = planned_families(ctx)
     points, fits = compute_fits(ctx)
     rows: list[dict] = []
     for fam, pts in points.items():
-        base = {"family": fam, "points": len(pts), "runs": " ".join(str(p["run"]) for p in pts)}
-        fit = fits[fam]
-        rows.append({**base, "law": "L(C)", **(_coef_row(fit) if isinstance(fit, PowerLawFit) else {}),
-                     "status": "fitted" if isinstance(fit, PowerLawFit) else fit})
-        row = {**base, "law": "L(N, D)"}
-        logn, logd = (np.log([p[k] for p in pts]) for k in ("N", "D"))
-        if len(pts) >= 3 and (np.ptp(logd) == 0 or abs(np.corrcoef(logn, logd)[0, 1]) > COLLINEAR):
-            row["status"] = ("not fitted: parameters and tokens vary together (|corr(log N, log D)| > "
-                             f"{COLLINEAR}), so A/N^alpha and B/D^beta are not separable")
-        else:
-            try:
-                f2 = fit_power_law({"N": [p["N"] for p in pts], "D": [p["D"] for p in pts]},
-                                   [p["L"] for p in pts], n_boot=N_BOOT)
-                row.update(_coef_row(f2), status="fitted")
-            except ValueError as err:
-                row["status"] = f"not fitted: {err}"
-        rows.append(row)
-    # crossings of the families a paper compares (arm family vs base family)
-    compared = sorted({(family(a), family(b)) for a in ctx.plan.runs if ctx.plan.is_primary(a)
-                       and (b := comparison_base(ctx, a))})
-    for fa, fb in compared:
-        f, g = fits.get(fa), fits.get(fb)
-        if not isinstance(f, PowerLawFit) or not isinstance(g, PowerLawFit):
-            continue
-        cs = [p["C"] for p in points[fa] + points[fb]]
-        cr = crossing_interval(f, g, min(cs) / CROSS_RANGE, max(cs) * CROSS_RANGE)
-        rows.append({"family": f"{fa} vs {fb}", "law": "crossing of L(C)", "points": len(cs),
-                     "cross_C": cr.compute, "cross_C_lo": cr.interval[0] if cr.interval else None,
-                     "cross_C_hi": cr.interval[1] if cr.interval else None, "cross_share": cr.share,
-                     "status": "crosses" if cr.compute else "no crossing in range"})
+        base = {"family": fam, "planned_sizes": len(planned[fam].sizes), "points": len(pts),
+                "runs": " ".join(planned[fam].runs)}
+        for law, variables in LAWS:
+            fit = fits[fam] if law == "L(C)" else _fit_law(planned[fam], pts, law)
+            rows.append({**base, "law": law, "needed": min_points(len(variables)),
+                         **(_coef_row(fit) if isinstance(fit, PowerLawFit) else {}),
+                         "status": "fitted" if isinstance(fit, PowerLawFit) else fit})
+    # families planned at one size: one row each, no law can be fitted across one size
+    for fam, fp in planned.items():
+        if fam not in points:
+            measured = sum(1 for r in fp.runs if _measured_point(ctx, r))
+            rows.append({"family": fam, "law": "any", "planned_sizes": len(fp.sizes), "needed": min_points(1),
+                         "points": measured, "runs": " ".join(fp.runs), "status": fp.status("L(C)", measured)})
+    rows += [_crossing_row(fa, fb, fits, points) for fa, fb in compared_families(ctx, points)]
+    # one verdict per family: its L(C) row's (the law needing the fewest points), or its one row
+    verdicts = [str(r["status"]).split(":")[0] for r in rows if r["law"] in ("L(C)", "any")]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))
+    one_size = sum(1 for r in rows if r["law"] == "any")
     notes = [f"Method: docs/RESULTS.md 'Scaling-law fits' ({N_BOOT} bootstrap resamples of the points; a law of "
              "k coefficients needs k + 2 points). L: held-out val_loss (mean over sets); C: training FLOPs "
              "(accounting FLOPs/token x tokens); N: non-embedding parameters; D: training tokens.",
-             "Only families planned at two or more sizes are listed; a family's runs are its names without the "
-             "scale (hg906m_hg, hg3b_hg -> hg_hg)."]
+             "A family's runs are its names without the scale (hg906m_hg, hg3b_hg -> hg_hg). Status per family "
+             "and law, from the plan's sizes: 'cannot be fitted' when the plan has fewer distinct sizes than the "
+             "law needs points (or its parameters and tokens vary together), 'pending' while fewer points than "
+             "that are measured, else 'fitted'. A family planned at one size has one row (law 'any').",
+             f"{len(planned)} families ({one_size} planned at one size); L(C) per family: {counts}. "
+             f"{sum(1 for r in rows if r['law'] == 'crossing of L(C)')} compared pairs of families planned at "
+             "two or more sizes have a crossing row."]
     return PlainTable("scaling_fits", TITLE, COLUMNS, rows, notes)
 
 
@@ -378,7 +466,7 @@ def scaling_figure(ctx):
             continue
         c = np.array([p["C"] for p in pts])
         fit = fits[fam]
-        note = "" if isinstance(fit, PowerLawFit) else f" ({len(pts)} points: no fit)"
+        note = "" if isinstance(fit, PowerLawFit) else f" ({fit})"
         line = ax.plot(c, [p["L"] for p in pts], "o", label=labels[fam] + note)[0]
         shown = True
         if isinstance(fit, PowerLawFit):
@@ -390,8 +478,23 @@ def scaling_figure(ctx):
                 band = np.array([_draw_fit(fit, d).predict(xs) for d in fit.draws])
                 ax.fill_between(xs, *np.percentile(band, [2.5, 97.5], axis=0), color=line.get_color(), alpha=0.2,
                                 label="95% bootstrap band")
+    crossed = False
+    for fa, fb in compared_families(ctx, points):
+        cr = _family_crossing(fa, fb, fits, points)
+        if cr is not None and cr.compute:
+            crossed = True
+            shapes = " vs ".join(labels[fam].split(" at ")[0] for fam in (fa, fb))  # the scales are listed above
+            ax.axvline(cr.compute, color="black", ls="--", lw=1, label=f"{shapes}: fits cross at C = {cr.compute:.3g}")
+            if cr.interval:
+                ax.axvspan(*cr.interval, color="black", alpha=0.08, label=f"crossing 95% interval ({POINTS})")
     if not shown:
-        ax.text(0.5, 0.5, "pending: no family has finished runs", ha="center", va="center", transform=ax.transAxes)
+        # nothing measured: say per family whether its plan can ever be fitted, not only "pending"
+        lines = [f"{fam}: {fit}" for fam, fit in fits.items()]
+        one_size = len(planned_families(ctx)) - len(fits)
+        if one_size:
+            lines.append(f"and {one_size} families planned at one size: cannot be fitted")
+        ax.text(0.02, 0.5, "No family has finished runs. L(C) per family planned at 2+ sizes:\n" + "\n".join(lines),
+                ha="left", va="center", transform=ax.transAxes, fontsize=7, wrap=True)
         ax.set_xticks([])
         ax.set_yticks([])
     else:
@@ -399,7 +502,10 @@ def scaling_figure(ctx):
     ax.set_xlabel("training compute C (FLOPs)")
     ax.set_ylabel("held-out loss")
     drawn = ("fit (line) and 95% bootstrap band (shaded)" if banded else "fit (line); too few points for a band"
-             if fitted else f"points only: a fit needs >= {min_points(1)} points per family")
+             if fitted else f"points only: a fit needs >= {min_points(1)} points per family" if shown
+             else "no finished runs; what each family's plan allows")
+    if crossed:
+        drawn += ";\ndashed: where two compared families' fits cross, grey: its 95% interval"
     ax.set_title(f"Loss vs compute per shape family: {drawn}", fontsize=9)
     if shown:  # below the axes: never over the points
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)
