@@ -377,6 +377,21 @@ class RunManifestRecord(_Record):
         hardware = _need(data, "hardware", (dict, type(None)), source) if "hardware" in data else None
         return cls(hardware or {}, cls._extra(data))
 
+    @property
+    def tokenizer(self) -> str | None:
+        """The tokenizer the run names (its own ``tokenizer``, else its config's ``data.tokenizer``)."""
+        config = self.extra.get("config")
+        named = self.extra.get("tokenizer") or (
+            (config.get("data") or {}).get("tokenizer") if isinstance(config, dict) else None)
+        return named if isinstance(named, str) else None
+
+    @property
+    def token_dir(self) -> str | None:
+        """The token directory the run trained on (``data.dir``)."""
+        data = self.extra.get("data")
+        tokens = data.get("dir") if isinstance(data, dict) else None
+        return tokens if isinstance(tokens, str) else None
+
 
 # --------------------------------------------------------------------------- metrics.jsonl
 

@@ -1,6 +1,8 @@
 """Evaluation loading (meta build, weights straight to the device dtype), cached attention
 without a dense mask, batched and resumable RULER decoding."""
 
+import json
+
 import pytest
 import torch
 from model_helpers import tiny_arch
@@ -110,3 +112,24 @@ def test_proofpile_resumes_per_length(tmp_path, monkeypatch):
     again = pp.proofpile_perplexity(model, docs, [16, 32, 64], loss_chunk_tokens=8, partial=partial)
     assert calls[4:] == [64, 64] and not partial.exists()
     assert again["ppl"] == pytest.approx(full["ppl"])
+
+
+def test_a_checkpoint_s_tokenizer_is_found_through_its_run_manifest(tmp_path):
+    """find_tokenizer_near reads the run manifest through its record: the tokenizer it names, else
+    the one its token directory's manifest names; a manifest that is not valid JSON names none."""
+    from shapelm.evaluation.loading import find_tokenizer_near
+
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"config": {"data": {"tokenizer": "org/tok"}}}))
+    assert find_tokenizer_near(run / "final") == "org/tok"
+
+    tokens = tmp_path / "corpus" / "train"
+    tokens.mkdir(parents=True)
+    (tmp_path / "corpus" / "tokenizer.json").write_text("{}")
+    (tokens / "manifest.json").write_text(json.dumps({"tokenizer": "tokenizer.json"}))
+    (run / "manifest.json").write_text(json.dumps({"data": {"dir": str(tokens)}}))
+    assert find_tokenizer_near(run) == str(tmp_path / "corpus" / "tokenizer.json")
+
+    (run / "manifest.json").write_text("{not json")
+    assert find_tokenizer_near(run) is None

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import torch
 
-from shapelm.errors import EvalError, ShapelmError
+from shapelm.errors import DataError, EvalError, ShapelmError
 from shapelm.model.io import CONFIG, WEIGHTS
+from shapelm.records import RecordError, RunManifestRecord
 
 EOS_TOKEN = "<|endoftext|>"
 
@@ -163,24 +163,28 @@ def find_tokenizer_near(model_path: str | os.PathLike) -> str | None:
         if (cand / "tokenizer_config.json").is_file() or (cand / "tokenizer.json").is_file():
             return str(cand)
     for manifest in (p / "manifest.json", p.parent / "manifest.json"):  # DIR, or DIR/final given
-        m = _read_json(manifest)
-        if m is None:
+        try:
+            run = RunManifestRecord.read(manifest)
+        except RecordError:
+            continue  # not a run's manifest: look no further there
+        if run is None:
             continue
-        val = m.get("tokenizer") or (m.get("config") or {}).get("data", {}).get("tokenizer")
-        if isinstance(val, str):
-            return val
-        tokens = (m.get("data") or {}).get("dir")
-        if isinstance(tokens, str):
-            return tokenizer_of_tokens(tokens)
+        if run.tokenizer:
+            return run.tokenizer
+        if run.token_dir:
+            return tokenizer_of_tokens(run.token_dir)
     return None
 
 
 def tokenizer_of_tokens(token_dir: str | os.PathLike) -> str | None:
     """The tokenizer a token directory's manifest says its ids are in, or None."""
+    from shapelm.data.tokens import read_manifest
+
     d = Path(token_dir)
-    m = _read_json(d / "manifest.json")
-    if m is None:
-        return None
+    try:
+        m = read_manifest(d)
+    except DataError:
+        return None  # not a token directory (moved, or never written): no tokenizer to name
     spec = m.get("tokenizer")
     if isinstance(spec, str):
         for base in (d, d.parent):  # the default corpus names its file, one level up from a split
@@ -192,10 +196,3 @@ def tokenizer_of_tokens(token_dir: str | os.PathLike) -> str | None:
 
         return load_olmo_config()["tokenizer"]
     return None
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except json.JSONDecodeError:
-        return None
