@@ -101,3 +101,38 @@ def test_our_accuracy_panel_draws_the_chance_level_of_its_tasks(default_ctx):
     tasks = FG.hourglass._our_acc_tasks(default_ctx, default_ctx.runs_for_table("hourglass_fig4_compute_fit"))
     assert len(chance) == 1 and chance[0].get_ydata()[0] == pytest.approx(FG.hourglass.chance_level(tasks))
     plt.close(fig)
+
+
+def test_decode_latency_draws_the_recorded_iqrs_as_error_bars(default_ctx, monkeypatch):
+    monkeypatch.setattr(default_ctx, "speedup", lambda scale, mixer, length: 2.0)  # ratio 0.5
+    monkeypatch.setattr(default_ctx, "latency_ratio_iqr", lambda scale, mixer, length: (0.4, 0.7))
+    fig = FG.hourglass.fig5_decode_latency(default_ctx)
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if c.has_yerr]
+    assert bars, "no error bars drawn from the recorded IQRs"
+    segments = bars[0].lines[2][0].get_segments()
+    assert [tuple(seg[:, 1]) for seg in segments][0] == pytest.approx((0.4, 0.7))
+    assert any("IQR" in t.get_text() for t in ax.get_legend().get_texts())
+    plt.close(fig)
+
+
+def test_latency_ratio_range_combines_both_runs_quartiles(default_ctx, monkeypatch):
+    scale, (conv, hg) = next(iter(default_ctx.decode_pairs.items()))
+    rows = [{"run": conv, "mixer": "mha", "length": 1024, "latency_ms_q1": 2.0, "latency_ms_q3": 4.0},
+            {"run": hg, "mixer": "mha", "length": 1024, "latency_ms_q1": 1.0, "latency_ms_q3": 3.0}]
+    monkeypatch.setitem(default_ctx.__dict__, "decode_rows", rows)
+    assert default_ctx.latency_ratio_iqr(scale, "mha", 1024) == pytest.approx((1.0 / 4.0, 3.0 / 2.0))
+    assert default_ctx.latency_ratio_iqr(scale, "mha", 4096) is None
+
+
+@pytest.mark.parametrize("name", ["equal_budget", "paired_differences", "scaling_fits"])
+def test_placeholders_keep_labelled_axes_in_the_quantitys_units(empty_paper_ctx, name):
+    from shapelm.results import analyses
+
+    fig = analyses._figures()[name][0](empty_paper_ctx)
+    ax = fig.axes[0]
+    assert ax.axison, "a placeholder keeps its axes"
+    assert "nats/token" in ax.get_xlabel() + ax.get_ylabel()
+    assert any(t.get_text().startswith("pending") for t in ax.texts)
+    assert all(t in (0.0,) for t in ax.get_xticks()) or list(ax.get_xticks()) == []  # no 0-1 scale as data
+    plt.close(fig)

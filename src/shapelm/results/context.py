@@ -192,6 +192,17 @@ class Context:
         a, b = self.latency(pair[0], mixer, length), self.latency(pair[1], mixer, length)
         return a / b if a and b else None
 
+    def latency_ratio_iqr(self, scale: str, mixer: str, length: int) -> tuple[float, float] | None:
+        """The range of hourglass / conventional latency (Figure 5's y) that the two runs' recorded
+        interquartile ranges allow: (Q1_hg / Q3_conv, Q3_hg / Q1_conv). It spreads as either run's
+        timings do; None where a run has no quartiles."""
+        pair = self.decode_pairs.get(scale.lower())
+        if not pair:
+            return None
+        conv = readers.decode_quartiles(self.decode_rows, pair[0], mixer, length)
+        hg = readers.decode_quartiles(self.decode_rows, pair[1], mixer, length)
+        return (hg[0] / conv[1], hg[1] / conv[0]) if conv and hg else None
+
     def decode_lengths(self) -> list[int]:
         found = sorted({int(r["length"]) for r in self.decode_rows})
         return found or DECODE_LENGTHS

@@ -85,20 +85,27 @@ def equal_budget_table(ctx) -> PlainTable:
 def equal_budget_figure(ctx):
     import matplotlib.pyplot as plt
 
-    rows = [r for r in equal_budget_rows(ctx) if r.get("d_loss_lo") is not None]
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    from shapelm.results.figures.common import pending_panel, zero_line_axis
+
+    every = equal_budget_rows(ctx)
+    rows = [r for r in every if r.get("d_loss_lo") is not None]
+    # Pending: the configured shapes on the same axes the measured figure has, with no scale yet.
+    shown = rows or [r for r in every if r["shape"] != "conventional"]
+    fig, ax = plt.subplots(figsize=(6.5, 0.3 * max(len(shown), 4) + 2.2))
+    ys = np.arange(len(shown))
+    ax.set_yticks(ys, [f"{r['scale']} {r['shape']}" for r in shown], fontsize=8)
+    ax.set_ylim(len(shown) - 0.5, -0.5)  # the first row at the top, as the table lists them
+    ax.set_xlabel("Δ held-out loss vs conventional (nats/token; 95% paired bootstrap over evaluation windows only)",
+                  fontsize=8)
+    ax.set_title("Equal budget: every paper's shape against the same conventional run", fontsize=9)
     if not rows:
-        ax.text(0.5, 0.5, "pending: no equal-budget pair measured in this experiment", ha="center",
-                va="center", transform=ax.transAxes)
-        ax.set_axis_off()
+        zero_line_axis(ax)
+        pending_panel(ax, "pending: no equal-budget pair measured in this experiment" if shown
+                      else f"no equal-budget shapes configured in experiment '{ctx.plan.name}'", value_axes="")
+        fig.tight_layout()
         return fig
-    labels = [f"{r['scale']} {r['shape']}" for r in rows]
-    ys = np.arange(len(rows))
     ax.errorbar([r["d_loss"] for r in rows], ys, fmt="o", capsize=3,
                 xerr=[[r["d_loss"] - r["d_loss_lo"] for r in rows], [r["d_loss_hi"] - r["d_loss"] for r in rows]])
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(ys, labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("Δ held-out loss vs conventional (95% paired bootstrap over evaluation windows only)")
-    ax.set_title("Equal budget: every paper's shape against the same conventional run", fontsize=9)
+    fig.tight_layout()
     return fig

@@ -501,12 +501,22 @@ def paired_figure(ctx):
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    rows = [r for r in paired_table(ctx).rows if r.get("d_loss_lo") is not None]
+    from shapelm.results.figures.common import pending_panel, zero_line_axis
+
+    every = paired_table(ctx).rows
+    rows = [r for r in every if r.get("d_loss_lo") is not None]
     fig, ax = plt.subplots(figsize=(8, 0.35 * max(len(rows), 4) + 2.6))
     if not rows:
-        ax.text(0.5, 0.5, "pending: no pair has per-unit held-out losses yet", ha="center", va="center",
-                transform=ax.transAxes)
-        ax.set_axis_off()
+        # The measured figure's axes, unscaled: one row per pair would list every configured pair
+        # with nothing on it, so the panel counts them and the table lists them.
+        zero_line_axis(ax)
+        ax.set_xlabel(f"Δ held-out loss (arm − base, nats/token), 95% intervals over {EVAL_WINDOWS}", fontsize=8)
+        ax.set_ylabel("pair (arm − base)", fontsize=8)
+        ax.set_title("Verdict on the paper's claimed sign: holds / inconclusive / against", fontsize=9)
+        pending_panel(ax, f"pending: none of the {len(every)} configured pairs has per-unit held-out losses yet\n"
+                      "(the pairs: the paired_differences table)" if every else
+                      f"no pairs configured in experiment '{ctx.plan.name}'")
+        fig.tight_layout()
         return fig
     ys = np.arange(len(rows))
     legend: dict[str, Line2D] = {}
@@ -525,7 +535,7 @@ def paired_figure(ctx):
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(ys, [f"{r['arm']} − {r['base']} (claim {r['claimed_sign']})" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel(f"Δ held-out loss (arm − base), 95% intervals:\nbars over {EVAL_WINDOWS} only"
+    ax.set_xlabel(f"Δ held-out loss (arm − base, nats/token), 95% intervals:\nbars over {EVAL_WINDOWS} only"
                   + (f", shaded over {EVAL_WINDOWS} + {SEEDS}" if shaded else " (every pair has one seed)"),
                   fontsize=8)
     ax.set_title("Verdict on the paper's claimed sign: holds / inconclusive / against", fontsize=9)

@@ -133,6 +133,14 @@ def decode_latency(rows: list[dict[str, Any]], run: str, mixer: str, length: int
     return _num(r.get("latency_ms_median")) if r else None
 
 
+def decode_quartiles(rows: list[dict[str, Any]], run: str, mixer: str, length: int) -> tuple[float, float] | None:
+    """(first, third) quartile of one run's decode latency in ms, as the benchmark recorded them;
+    None where the row or either quartile is missing."""
+    r = decode_row(rows, run, mixer, length)
+    q1, q3 = (_num(r.get("latency_ms_q1")), _num(r.get("latency_ms_q3"))) if r else (None, None)
+    return (q1, q3) if q1 and q3 else None
+
+
 # --------------------------------------------------------------------------- training curves
 
 

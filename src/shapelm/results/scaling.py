@@ -500,7 +500,7 @@ def scaling_figure(ctx):
     else:
         ax.set_xscale("log")
     ax.set_xlabel("training compute C (FLOPs)")
-    ax.set_ylabel("held-out loss")
+    ax.set_ylabel("held-out loss (nats/token)")
     drawn = ("fit (line) and 95% bootstrap band (shaded)" if banded else "fit (line); too few points for a band"
              if fitted else f"points only: a fit needs >= {min_points(1)} points per family" if shown
              else "no finished runs; what each family's plan allows")

@@ -37,8 +37,10 @@ FIGURES: dict[str, tuple[Callable[[Context], plt.Figure], str]] = {
                                    "with least-squares fits Acc = a + b log C per architecture; hollow markers and "
                                    "dashed fits are the paper's printed Table 2 points."),
     "hourglass_fig5_decode_latency": (hourglass.fig5_decode_latency, "Figure 5: hourglass/conventional single-token decode "
-                                      "latency vs context length per scale; dotted lines are the L_hg/L_conv "
-                                      "asymptotes, hollow markers the paper's 64k values (Table 2)."),
+                                      "latency vs context length per scale (ratio of medians; error bars: the "
+                                      "range the two runs' recorded latency IQRs allow, Q1_hg/Q3_conv to "
+                                      "Q3_hg/Q1_conv); dotted lines are the L_hg/L_conv asymptotes, hollow "
+                                      "markers the paper's 64k values (Table 2)."),
     "hourglass_fig6_403m_sweep": (hourglass.fig6_403m_sweep, "Figure 6: 403M validation PPL vs d_h/d_model at (K, L) = (4, 12) "
                                   "and (4, 24); dashed: the conventional 403M baseline."),
     "hourglass_longctx": (hourglass.longctx, "Long context (arXiv 2602.06471 Section 4.6 / Table 3): Proof-pile PPL and RULER vs "

@@ -29,6 +29,25 @@ def hide_value_axis(ax, axis: str = "y") -> None:
     getattr(ax, f"set_{axis}ticklabels")([])
 
 
+def pending_panel(ax, text: str, value_axes: str = "y", y: float = 0.5) -> None:
+    """A panel whose data has not been measured yet, drawn the same way in every figure: the boxed
+    text says what is pending, the axes keep their labels (the quantity and its unit, set by the
+    caller), and each axis in `value_axes` ("x", "y" or "xy") draws no ticks, since a default 0-1
+    scale would read as data. An axis whose range is known before any run (depth 0-1, a cosine's
+    -1..1, RULER's 0-100, the configured lengths) is the caller's to keep."""
+    pending_text(ax, text, y)
+    for axis in value_axes:
+        hide_value_axis(ax, axis)
+
+
+def zero_line_axis(ax, axis: str = "x") -> None:
+    """A difference axis with nothing measured yet: only its 0 (no difference) is a known value, so
+    it is the one tick, drawn as a line across the panel."""
+    (ax.axvline if axis == "x" else ax.axhline)(0, color="k", lw=0.8)
+    getattr(ax, f"set_{axis}lim")(-1, 1)
+    getattr(ax, f"set_{axis}ticks")([0])
+
+
 def no_runs_panel(ax, ctx: Context, what: str) -> None:
     """A panel this experiment configures no run for: say so, draw no axes that would mean data."""
     pending_text(ax, f"no runs configured for {what}\nin experiment '{ctx.plan.name}'")

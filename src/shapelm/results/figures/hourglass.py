@@ -14,7 +14,7 @@ from shapelm import reference
 from shapelm.results import claims, fmt, intervals
 from shapelm.results.context import Context
 from shapelm.results.figures.common import (
-    ARCH_COLOR, SCALE_COLORS, hide_value_axis, no_runs_panel, pending_text, run_label, scaled_note,
+    ARCH_COLOR, SCALE_COLORS, hide_value_axis, no_runs_panel, pending_panel, pending_text, run_label, scaled_note,
     scales_of,
 )
 from shapelm.results.tables.cells import RowRef, task_stderr
@@ -211,10 +211,10 @@ def fig4_compute_fit(ctx: Context) -> plt.Figure:
             ax2.text(0.98, 0.91, "shaded, [ ]: 95% bootstrap of the points' evaluation noise (lm-eval stderr)",
                      transform=ax2.transAxes, ha="right", va="top", fontsize=7)
     else:
-        pending_text(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
-                 else "ours: no runs configured")
-        hide_value_axis(ax2, "x")  # no compute or accuracy scale before there is a point
-        hide_value_axis(ax2, "y")
+        # No compute or accuracy scale before there is a point: which tasks, at which compute.
+        pending_panel(ax2, "ours: pending (no downstream.json yet)" if ctx.runs_for_table(table)
+                      else "ours: no runs configured", value_axes="xy")
+        ax2.set_ylabel("Avg Acc over our tasks", fontsize=8)
     ax2.set_xlabel("total training compute C (FLOPs)")
     ax2.set_title(f"ours{scaled}: another quantity, axis from 0 to 1" if our_runs else "ours", fontsize=10)
     ax2.grid(alpha=0.3, which="both")
@@ -248,17 +248,24 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
     for i, (scale, (conv, hg)) in enumerate(pairs):
         col = SCALE_COLORS[i % len(SCALE_COLORS)]
         name = ctx.plan.runs[conv]["scale"]
-        xs, ys = [], []
+        xs, ys, spans = [], [], []
         for L in lengths:
             s = ctx.speedup(scale, "mha", L)
             if s:
                 xs.append(L)
                 ys.append(1 / s)
+                spans.append(ctx.latency_ratio_iqr(scale, "mha", L) or (1 / s, 1 / s))
         if xs:
             have = True
-            top = max(top, 1.08 * max(ys))
+            top = max(top, 1.08 * max(ys), 1.08 * max(hi for _, hi in spans))
             ax.plot(xs, ys, "o-", color=col,
                     label=f"ours {name} (MHA){scaled_note(ctx, 'hourglass_fig5_decode_latency', [conv, hg])}")
+            if any(lo != hi for lo, hi in spans):
+                # The median ratio's spread from the recorded timings: Q1/Q3 of both runs combined.
+                ax.errorbar(xs, ys, yerr=[[y - lo for y, (lo, _) in zip(ys, spans)],
+                                          [hi - y for y, (_, hi) in zip(ys, spans)]],
+                            fmt="none", ecolor=col, elinewidth=1, capsize=4,
+                            label=f"{name}: range over both runs' latency IQRs")
         asym = ctx.acc(hg)["n_attn_layers"] / ctx.acc(conv)["n_attn_layers"]
         ax.axhline(asym, color=col, ls=":", lw=0.9, label=f"{name} asymptote L_hg/L_conv = {asym:.3f}")
         p = None
@@ -280,7 +287,7 @@ def fig5_decode_latency(ctx: Context) -> plt.Figure:
     ax.set_ylim(0, top)
     ax.set_xlabel("context length (tokens, cache built at this length)")
     ax.set_ylabel("decode latency, hourglass / conventional")
-    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    ax.legend(fontsize=8, loc="lower left", ncol=2)
     ax.grid(alpha=0.3)
     return fig
 
@@ -310,7 +317,7 @@ def fig6_403m_sweep(ctx: Context) -> plt.Figure:
     for r in ratios:
         ax.axvline(r, ymax=0.04, color="#1f77b4", lw=1)
     if not series:
-        pending_text(ax, "pending: no ppl.json yet\n(ticks: configured d_h/d_model; paper: no values printed in the paper)")
+        pending_panel(ax, "pending: no ppl.json yet\n(ticks: configured d_h/d_model; paper: no values printed in the paper)")
     else:
         ax.text(0.99, 0.97, "paper: no values printed in the paper", transform=ax.transAxes, ha="right",
                 va="top", fontsize=7, color="#666666")

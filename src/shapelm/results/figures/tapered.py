@@ -226,8 +226,9 @@ def tapered_fig4_novelty(ctx: Context) -> plt.Figure:
     ax.grid(alpha=0.3, axis="y")
     if not results:
         for a in axes[:2]:
+            a.set_ylim(-1.05, 1.05)  # a cosine's own range, known before any run, as in the right panel
             pending_text(a, "pending: no novelty.json yet" if runs else
-                     f"no runs configured\nin experiment '{ctx.plan.name}'")
+                         f"no runs configured\nin experiment '{ctx.plan.name}'")
     n_tok = sorted({d.get("n_tokens") for _, d, _ in results})
     fig.suptitle("Tapered Figure 4: layer-wise novelty" + (f" ({', '.join(map(str, n_tok))} tokens)" if n_tok else "")
                  + "; paper: GPT-2 family, 2,048 WikiText-2 tokens; ρ as defined in docs/RESULTS.md", fontsize=9)
