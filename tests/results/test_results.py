@@ -488,3 +488,34 @@ def test_the_tables_reading_decode_json_are_planned_to_wait_for_it(plan, fake_bu
         if ctx.read_decode:
             readers.add(name)
     assert readers == DECODE_READERS
+
+
+def test_every_table_is_rendered_as_html_for_the_report(tmp_path):
+    """The report registers one HTML table per table (not its CSV): cells escaped by the
+    serializer, the same text the Markdown shows."""
+    from html.parser import HTMLParser
+
+    plan = load_plan(ROOT / "configs" / "default.yaml")
+    reported = [a for a in artifacts(plan, tmp_path / "r", tmp_path / "f") if a["kind"] == "table" and a["report"]]
+    assert reported and all(a["format"] == "html" for a in reported)
+    build_results(plan, tmp_path / "r", tmp_path / "f", tmp_path / "w", only={"hourglass_table2", "equal_budget"})
+    for name in ("hourglass_table2", "equal_budget", CLAIMS_NAME):
+        page = (tmp_path / "r" / "tables" / f"{name}.html").read_text()
+
+        class Cells(HTMLParser):
+            cells: list[str] = []
+            tags: list[str] = []
+
+            def handle_starttag(self, tag, attrs):
+                self.tags.append(tag)
+
+            def handle_data(self, data):
+                if self.tags and self.tags[-1] in ("td", "th"):
+                    self.cells.append(data)
+
+        parser = Cells()
+        parser.cells, parser.tags = [], []
+        parser.feed(page)
+        assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "<th>" in page, name
+        assert parser.cells, name
+    assert "pending" in (tmp_path / "r" / "tables" / "hourglass_table2.html").read_text()

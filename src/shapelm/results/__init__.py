@@ -67,23 +67,23 @@ def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
     out: list[dict[str, Any]] = []
     for name in regenerated_tables(plan):
         caption = _table_caption(name)
-        for ext in ("csv", "md", "tex"):
+        for ext in ("csv", "md", "tex", "html"):
             out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
                         "format": ext, "caption": caption, "caption_path": f"{REPORT_DIR}/{name}.rst",
-                        "category": _category(name), "report": ext == "csv"})
+                        "category": _category(name), "report": ext == "html"})
     claims_caption = ("The papers' derived claims (Figure 4 fits and compute saving, decode asymptotes, KV "
                       "reductions, parameter matching, ...) beside the printed claims: recomputed from the "
                       "paper's own printed inputs and from ours.")
-    for ext in ("csv", "md"):
+    for ext in ("csv", "md", "html"):
         out.append({"path": str(rdir / "tables" / f"{CLAIMS_NAME}.{ext}"), "kind": "table", "name": CLAIMS_NAME,
                     "format": ext, "caption": claims_caption, "caption_path": f"{REPORT_DIR}/{CLAIMS_NAME}.rst",
-                    "category": _category(CLAIMS_NAME), "report": ext == "csv"})
+                    "category": _category(CLAIMS_NAME), "report": ext == "html"})
     for name in analyses.TABLE_NAMES:
         caption = analyses.table_caption(name)
-        for ext in ("csv", "md", "tex"):
+        for ext in ("csv", "md", "tex", "html"):
             out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
                         "format": ext, "caption": caption, "caption_path": f"{REPORT_DIR}/{name}.rst",
-                        "category": _category(name), "report": ext == "csv"})
+                        "category": _category(name), "report": ext == "html"})
     figures = {**{n: c for n, (_, c) in FIGURES.items()},
                **{n: analyses.figure_caption(n) for n in analyses.FIGURE_NAMES}}
     for name, caption in figures.items():
@@ -149,6 +149,7 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
 
 def write_claims(claims, tables_dir: Path) -> list[Path]:
     from shapelm.results.claims import CLAIM_COLUMNS, STATUS_LEGEND, claims_rows
+    from shapelm.results.plain import html_table
     from shapelm.results.render import write_atomic
 
     rows = claims_rows(claims)
@@ -163,7 +164,9 @@ def write_claims(claims, tables_dir: Path) -> list[Path]:
     for r in rows:
         cells = [r["claim"], r["source"], r["paper"], r["from_paper_values"] or "—", r["ours"], r["status"], r["note"]]
         md.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
-    paths = [tables_dir / f"{CLAIMS_NAME}.csv", tables_dir / f"{CLAIMS_NAME}.md"]
+    paths = [tables_dir / f"{CLAIMS_NAME}.{ext}" for ext in ("csv", "md", "html")]
     write_atomic(paths[0], buf.getvalue())
     write_atomic(paths[1], "\n".join(md) + "\n")
+    write_atomic(paths[2], html_table("Derived claims: printed vs recomputed", CLAIM_COLUMNS,
+                                      [[str(r[k] or "") for k in CLAIM_COLUMNS] for r in rows], [STATUS_LEGEND]))
     return paths

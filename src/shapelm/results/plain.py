@@ -1,12 +1,16 @@
 """A plain table of our numbers (no paper column): rows of named values, written as CSV (full
-precision), Markdown and LaTeX beside the paper tables. The analyses beyond the papers
-(shapelm.results.analyses) build them."""
+precision), Markdown, LaTeX and HTML (what the Snakemake report shows) beside the paper tables.
+The analyses beyond the papers (shapelm.results.analyses) build them.
+
+`html_table` is every results table's HTML: built as elements by the standard library's
+ElementTree, so every cell is escaped by the serializer, never pasted into markup."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,9 +76,42 @@ def to_latex(t: PlainTable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def html_table(title: str, header: list[str], rows: list[list[str]], notes: list[str] = ()) -> str:
+    """A standalone HTML page: the title, one <table> of text cells (a header row, then the rows)
+    and the notes as a list. Snakemake's report embeds it as it is; the bytes depend only on the
+    arguments."""
+    page = ET.Element("html")
+    head = ET.SubElement(page, "head")
+    ET.SubElement(head, "meta", charset="utf-8")
+    ET.SubElement(head, "style").text = (
+        "body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#f2f2f2}")
+    body = ET.SubElement(page, "body")
+    ET.SubElement(body, "h3").text = title
+    table = ET.SubElement(body, "table")
+    tr = ET.SubElement(ET.SubElement(table, "thead"), "tr")
+    for h in header:
+        ET.SubElement(tr, "th").text = h
+    tbody = ET.SubElement(table, "tbody")
+    for row in rows:
+        tr = ET.SubElement(tbody, "tr")
+        for cell in row:
+            ET.SubElement(tr, "td").text = cell
+    if notes:
+        ul = ET.SubElement(body, "ul")
+        for n in notes:
+            ET.SubElement(ul, "li").text = n
+    return "<!DOCTYPE html>\n" + ET.tostring(page, encoding="unicode", method="html") + "\n"
+
+
+def to_html(t: PlainTable) -> str:
+    return html_table(t.title, [h for _, h in t.columns], [[_text(r.get(k)) for k, _ in t.columns] for r in t.rows],
+                      t.notes)
+
+
 def write_plain_table(t: PlainTable, tables_dir: Path) -> list[Path]:
     paths = []
-    for ext, fn in (("csv", to_csv), ("md", to_markdown), ("tex", to_latex)):
+    for ext, fn in (("csv", to_csv), ("md", to_markdown), ("tex", to_latex), ("html", to_html)):
         path = Path(tables_dir) / f"{t.name}.{ext}"
         files.write_text(path, fn(t))
         paths.append(path)

@@ -1,4 +1,5 @@
-"""Tables as CSV (one paper/ours/diff/status quadruple per column), Markdown and LaTeX."""
+"""Tables as CSV (one paper/ours/diff/status quadruple per column), Markdown, LaTeX and HTML (the
+Markdown's cells, for the Snakemake report)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from shapelm import files
 from shapelm.results import fmt
+from shapelm.results.plain import html_table
 from shapelm.results.tables.cells import Table
 
 FLAG = {"match": "✓", "documented": "⚑", "MISMATCH": "✗", "scaled": "↓"}
@@ -146,9 +148,16 @@ def to_latex(t: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def to_html(t: Table) -> str:
+    """The Markdown table's cells (paper / ours (difference) and the status mark) and its legend."""
+    rows = [[r.id, r.label] + [cell_text(t.cell(r.id, c.name)) for c in t.columns] for r in t.rows]
+    return html_table(t.title, ["run", "label"] + [c.header for c in t.columns], rows,
+                      [LEGEND.replace("*", "")] + list(t.data_notes) + list(t.notes))
+
+
 def write_table(t: Table, tables_dir: Path) -> list[Path]:
     paths = []
-    for ext, text in (("csv", to_csv(t)), ("md", to_markdown(t)), ("tex", to_latex(t))):
+    for ext, text in (("csv", to_csv(t)), ("md", to_markdown(t)), ("tex", to_latex(t)), ("html", to_html(t))):
         p = tables_dir / f"{t.name}.{ext}"
         write_atomic(p, text)
         paths.append(p)
