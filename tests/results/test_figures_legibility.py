@@ -133,6 +133,6 @@ def test_placeholders_keep_labelled_axes_in_the_quantitys_units(empty_paper_ctx,
     ax = fig.axes[0]
     assert ax.axison, "a placeholder keeps its axes"
     assert "nats/token" in ax.get_xlabel() + ax.get_ylabel()
-    assert any(t.get_text().startswith("pending") for t in ax.texts)
+    assert any(t.get_text().startswith(("pending", "No family")) for t in ax.texts)  # says why it is empty
     assert all(t in (0.0,) for t in ax.get_xticks()) or list(ax.get_xticks()) == []  # no 0-1 scale as data
     plt.close(fig)
