@@ -79,6 +79,7 @@ def _mean_curves(records: list[DepthRecord]) -> tuple[list[float], list[float]]:
 
 def depth_figure(ctx):
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from shapelm.results.figures.common import pending_text
 
@@ -97,6 +98,8 @@ def depth_figure(ctx):
         label = f"{run} (n={len(records)})"
         norm_ax.plot(range(1, len(norms) + 1), norms, marker="o", ms=3, label=label)
         skip_ax.plot(range(1, len(skips) + 1), skips, marker="o", ms=3, label=label)
+    for ax in (norm_ax, skip_ax):  # depths and layers are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     norm_ax.set(xlabel="applied depth (block applications)", ylabel="mean ||h|| after the block",
                 title="Residual-stream norm per layer")
     skip_ax.axhline(0, color="k", lw=0.6)
