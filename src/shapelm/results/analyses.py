@@ -43,14 +43,18 @@ def _figures() -> dict[str, tuple[Callable, str]]:
     }
 
 
+def _listed(plan) -> list[str]:
+    return listed_names(run["tables"] for run in plan.runs.values())
+
+
 def table_names(plan) -> list[str]:
     """The analyses' tables this experiment writes: TABLE_NAMES, then the LISTED_NAMES its runs list."""
-    return [*TABLE_NAMES, *listed_names(run["tables"] for run in plan.runs.values())]
+    return [*TABLE_NAMES, *_listed(plan)]
 
 
 def figure_names(plan) -> list[str]:
     """The analyses' figures this experiment draws: FIGURE_NAMES, then the LISTED_NAMES its runs list."""
-    return [*FIGURE_NAMES, *listed_names(run["tables"] for run in plan.runs.values())]
+    return [*FIGURE_NAMES, *_listed(plan)]
 
 
 def table_caption(name: str) -> str:
