@@ -74,11 +74,17 @@ else echo "results/$$exp differs from the committed numbers (logs/$$exp/compare.
 endef
 
 # The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
-# Then the paper's analytic build: every paper table with its shape, parameter and FLOP checks
-# beside the printed values, filled from configs/paper.yaml alone (metrics pending until runs exist).
+# Then the field's shapes against their uniform baseline (configs/field.yaml: its own experiment,
+# results/field and paper_figures/field; its 18 `run:` jobs only write small JSON files, so they run
+# in Snakemake's own process rather than each in a new one that reads the workflow again: 30% of
+# its CPU time), and the paper's analytic build: every paper table with
+# its shape, parameter and FLOP checks beside the printed values, filled from configs/paper.yaml
+# alone (metrics pending until runs exist).
 demo: env
 	@$(unlock_if_idle)
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile configs/field.yaml --printshellcmds --rerun-incomplete \
+		--force-use-threads
 	$(VENV)/bin/shapelm results build configs/paper.yaml --results-dir results/paper \
 		--figures-dir paper_figures/paper --work-dir work/paper
 	@$(compare_with_committed)
@@ -118,8 +124,10 @@ rehearse: env
 	$(VENV)/bin/shapelm rehearse -- --profile slurm --jobs 24 run_hg113m_conv table_hourglass_table2 \
 		$$($(PY) -c "from shapelm.plan.experiment import load_experiment as l; print(' '.join(f'work/rehearsal/runs/{n}/final/model.safetensors' for n in l('configs/paper.yaml').runs))")
 
+# GPU-hours of the three papers, then of the field's shapes at their papers' sizes.
 plan: env
 	$(VENV)/bin/shapelm plan configs/paper.yaml
+	$(VENV)/bin/shapelm plan configs/field-paper.yaml
 
 bench: env
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -129,4 +137,4 @@ lock:
 	uv pip compile pyproject.toml --all-extras --find-links $(WHEELS) --python-version 3.11 -o requirements.lock
 
 clean-demo:
-	rm -rf work/default results/default paper_figures/default
+	rm -rf work/default results/default paper_figures/default work/field results/field paper_figures/field

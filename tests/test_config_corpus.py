@@ -29,6 +29,7 @@ RUN = "hg906m_hg"  # a longctx + decode run of the default
 LWS = {"kind": "lws", "variant": "baseline", "d_model": 64, "n_layers": 12, "head_dim": 16, "groups": 2}
 VW = {"kind": "variable_width", "d_model": 64, "n_layers": 6, "n_heads": 2, "max_layer": 4, "bottleneck": 0.5,
       "multiple": 8}
+HEADS = {"kind": "head_schedule", "d_model": 64, "n_layers": 4, "heads": [2, 2, 4, 8], "d_h": 256}
 
 MISSING = object()
 
@@ -296,6 +297,12 @@ CROSS = {
                                               f"runs.{RUN}.arch.bottleneck"),
     "variable-width-heads-do-not-divide": (edit(f"runs.{RUN}.arch", {**VW, "n_heads": 3}), f"runs.{RUN}.arch.n_heads"),
     "loops-below-one": (edit(f"runs.{RUN}.arch.loops", 0), f"runs.{RUN}.arch.loops"),
+    "loops-negative": (edit(f"runs.{RUN}.arch.loops", -2), f"runs.{RUN}.arch.loops"),
+    "head-schedule-heads-do-not-divide": (edit(f"runs.{RUN}.arch", HEADS | {"heads": [3, 3, 3, 3]}),
+                                          f"runs.{RUN}.arch.heads"),
+    "head-schedule-odd-head-size": (edit(f"runs.{RUN}.arch", HEADS | {"heads": [2, 64]}), f"runs.{RUN}.arch.heads"),
+    "variable-width-multiple-splits-no-heads": (edit(f"runs.{RUN}.arch", {**VW, "n_heads": 8}),
+                                                f"runs.{RUN}.arch.n_heads"),
     "variable-width-turning-layer-beyond-depth": (edit(f"runs.{RUN}.arch", {**VW, "max_layer": 7}),
                                                   f"runs.{RUN}.arch.max_layer"),
     "corpus-vocab-above-model": (edit("data.default_corpus.vocab_size", 4096), "vocab_size"),
@@ -698,6 +705,12 @@ SNAKEMAKE_CASES = {
     # a line break in task data would add a Jinja `doc_to_text` to the task YAML lm-eval renders
     "task_data-injection": (edit("eval.task_data.piqa", CONTROL_PAYLOADS["newline-jinja"]), "eval.task_data.piqa"),
     "task_data-jinja": (edit("eval.task_data.piqa", TEMPLATE_PAYLOADS["jinja-expr"]), "eval.task_data.piqa"),
+    # the field's shapes (issue's bad input): one line naming the key at `snakemake -n`
+    "variable-width-unreachable-bottleneck": (edit(f"runs.{RUN}.arch", {**VW, "bottleneck": 0.01}),
+                                              f"runs.{RUN}.arch.bottleneck"),
+    "head-count-does-not-divide-width": (edit(f"runs.{RUN}.arch", HEADS | {"heads": [3, 3, 3, 3]}),
+                                         f"runs.{RUN}.arch.heads"),
+    "loops-below-one": (edit(f"runs.{RUN}.arch.loops", 0), f"runs.{RUN}.arch.loops"),
 }
 
 

@@ -18,6 +18,7 @@ COMMITTED = {
     R.ProofpileRecord: sorted(ROOT.glob("results/*/runs/*/proofpile.json")),
     R.RulerRecord: sorted(ROOT.glob("results/*/runs/*/ruler.json")),
     R.DecodeRecord: sorted(ROOT.glob("results/*/decode/*.json")),
+    R.DepthRecord: sorted(ROOT.glob("results/*/runs/*/depth.json")),
 }
 
 SAMPLES = [
@@ -33,6 +34,9 @@ SAMPLES = [
     R.DecodeRecord(rows=[{"run": "a", "mixer": "mha", "length": 64, "latency_ms_median": 1.0}],
                    comparisons=[{"run_a": "a", "run_b": "b", "length": 64, "speedup": 1.1}],
                    extra={"meta": {"device": "cpu"}}),
+    R.DepthRecord(loss=3.0, applied=[{"depth": 0, "layer": 0, "residual_norm": 1.5, "write_ratio": 0.4}],
+                  layers=[{"layer": 0, "skip_loss": 3.5, "skip_delta": 0.5}],
+                  extra={"model": "m", "text": "t", "device": "cpu", "embedding_norm": 1.0, "tokens": 258}),
 ]
 
 
@@ -59,6 +63,11 @@ def test_missing_file_is_pending(tmp_path):
     (R.RulerRecord, {"lengths": [1], "scores": {"1": {"vt": 1.0}}}, "'scores.1.mean'"),
     (R.DecodeRecord, {"result": {"rows": []}}, "'rows'"),
     (R.DecodeRecord, {"rows": [{"run": "a", "length": 64}], "comparisons": []}, "'rows[0].mixer'"),
+    (R.DepthRecord, {"applied": [], "layers": []}, "'loss'"),
+    (R.DepthRecord, {"loss": 1.0, "applied": [{"depth": 0, "layer": 0, "residual_norm": 1.0}], "layers": []},
+     "'applied[0].write_ratio'"),
+    (R.DepthRecord, {"loss": 1.0, "applied": [], "layers": [{"layer": 0, "skip_loss": "high"}]},
+     "'layers[0].skip_loss'"),
 ])
 def test_a_reader_names_the_file_and_the_key(cls, body, key, tmp_path):
     path = tmp_path / "result.json"

@@ -247,6 +247,19 @@ def test_a_table_reading_the_decode_benchmark_waits_for_it(tmp_path):
     assert {"table_tapered_decode", "decode_bench", "decode_pair"} <= jobs, proc.stdout
 
 
+def test_the_depth_analyses_run_for_every_seed_of_the_runs_listing_their_table(tmp_path):
+    # configs/field.yaml lists depth_analyses on each of its four runs (two seeds each): the
+    # table's target plans one depth job per seed, writing results/field/runs/RUN/depth.json.
+    from shapelm.plan.build import load_plan
+
+    proc = snakemake_here(["table_depth_analyses", "--configfile", str(ROOT / "configs" / "field.yaml"), "-n"],
+                          tmp_path)
+    outputs = {line.split()[-1] for line in proc.stdout.splitlines() if line.strip().startswith("output:")}
+    planned = {p for p in outputs if p.endswith("/depth.json")}
+    assert planned == {f"results/field/runs/{run}/depth.json" for run in load_plan("configs/field.yaml").runs}
+    assert len(planned) == 8, proc.stdout[-3000:]
+
+
 @pytest.mark.parametrize(("holder_args", "unlocked"), [
     (["-n"], True), (["--dry-run"], True), (["-np", "--cores", "1"], True),
     (["--cores", "1"], False)])

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = Path(__file__).with_name("pins") / "run_pins.json"
-CONFIGS = ("configs/default.yaml", "configs/paper.yaml")
+CONFIGS = ("configs/default.yaml", "configs/paper.yaml", "configs/field.yaml", "configs/field-paper.yaml")
 
 
 def current_pins() -> dict[str, dict[str, dict[str, str]]]:

@@ -7,6 +7,7 @@
     results/EXP/decode/decode.json        DecodeRecord      `shapelm bench decode` / its merge
     results/EXP/runs/RUN/provenance.json  ProvenanceRecord  the training loop, copied by `shapelm train provenance`
     results/EXP/runs/RUN/novelty.json     NoveltyRecord     `shapelm analyze novelty` (also results/EXP/analysis/novelty/)
+    results/EXP/runs/RUN/depth.json       DepthRecord       `shapelm analyze depth`
     work/EXP/runs/RUN/manifest.json       RunManifestRecord the training loop (what ran, on which hardware)
     work/EXP/runs/RUN/metrics.jsonl       read_metrics / metrics_line   the training loop (MetricsLog)
 
@@ -357,6 +358,37 @@ class NoveltyRecord(_Record):
     @classmethod
     def from_dict(cls, data: Any, source=None) -> NoveltyRecord:
         return cls(_need(data, "rho_mlp", list, source), _need(data, "rho_block", list, source), cls._extra(data))
+
+
+@dataclass
+class DepthRecord(_Record):
+    """depth.json (`shapelm analyze depth`): the intact model's held-out `loss`; per applied block
+    (the unrolled depth: a looped model's stored layers once per round) its `residual_norm` and
+    `write_ratio` in `applied`; per stored layer its `skip_loss` and `skip_delta` in `layers`;
+    `embedding_norm`, the text, the tokens and the definitions in `extra`."""
+
+    loss: float
+    applied: list[dict[str, Any]]
+    layers: list[dict[str, Any]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    FIELDS = {"loss": "loss", "applied": "applied", "layers": "layers"}
+    LAYOUT = ("model", "text", "device", "loss", "embedding_norm", "applied", "layers")
+
+    @classmethod
+    def from_dict(cls, data: Any, source=None) -> DepthRecord:
+        applied = _need(data, "applied", list, source)
+        layers = _need(data, "layers", list, source)
+        for i, row in enumerate(applied):
+            for key in ("depth", "layer"):
+                _need(row, key, int, source, f"applied[{i}]")
+            for key in ("residual_norm", "write_ratio"):
+                _need(row, key, NUMBER, source, f"applied[{i}]")
+        for i, row in enumerate(layers):
+            _need(row, "layer", int, source, f"layers[{i}]")
+            for key in ("skip_loss", "skip_delta"):
+                _need(row, key, NUMBER, source, f"layers[{i}]")
+        return cls(_need(data, "loss", NUMBER, source), applied, layers, cls._extra(data))
 
 
 @dataclass

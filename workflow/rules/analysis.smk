@@ -3,6 +3,8 @@
 import os
 import re
 
+from shapelm.plan import analyses as analysis_plan
+
 NOVELTY_FIGURE = "tapered_fig4_novelty"
 NOVELTY_RUNS = [r for r in RUNS if NOVELTY_FIGURE in EXP.run(r)["tables"]]
 # The GPT-2 family, each model fetched by a `fetch` job (the tiny default and a rehearsal, which
@@ -69,3 +71,29 @@ rule novelty_hf:
     shell:
         "shapelm analyze novelty {params.repo:q} --text {params.text:q} "
         "--text-tokenizer {params.tokenizer:q} --out {output:q} > {log:q} 2>&1"
+
+
+# Depth analyses (residual-stream norm per layer, loss with each layer skipped) of the runs whose
+# `tables:` name the depth table (shapelm.plan.analyses), on the same wiki text as novelty.
+DEPTH_RUNS = analysis_plan.depth_runs({r: EXP.run(r)["tables"] for r in RUNS})
+
+
+rule depth:
+    input:
+        model=lambda w: model_file(w.run),
+        text=lambda w: novelty_text(val_data(w.run)),
+    output:
+        f"{RUN_RESULTS}/{analysis_plan.DEPTH_FILE}",
+    log:
+        f"{LOGS}/runs/{{run}}/depth.log",
+    benchmark:
+        f"{BENCHMARKS}/runs/{{run}}/depth.tsv"
+    resources:
+        **stage_resources("eval_ppl"),
+    params:
+        model_dir=lambda w: f"{run_dir(w.run)}/final",
+        text=lambda w, input: os.path.dirname(input.text[0]),
+        seq_len=lambda w: EXP.run(w.run)["eval"]["ppl_seq_len"],
+    shell:
+        "shapelm analyze depth {params.model_dir:q} --text {params.text:q} "
+        "--seq-len {params.seq_len:q} --out {output:q} > {log:q} 2>&1"

@@ -21,6 +21,8 @@ def run_outputs(run):
         ]
     if run in NOVELTY_RUNS:
         outs.append(f"{run_results(run)}/novelty.json")
+    if run in DEPTH_RUNS:
+        outs.append(f"{run_results(run)}/{analysis_plan.DEPTH_FILE}")
     return outs
 
 

@@ -225,8 +225,10 @@ def run_depth(model: str, text: str, n_tokens: int = novelty.PAPER_TOKENS, seq_l
 
 
 def depth_cli(args) -> int:
+    from shapelm.records import DepthRecord
+
     result = run_depth(args.model, args.text, n_tokens=args.tokens, seq_len=args.seq_len, device=args.device)
-    files.write_json(args.out, result)
+    DepthRecord.from_dict(result, args.out).write(args.out)
     deltas = " ".join(f"{layer['skip_delta']:+.3f}" for layer in result["layers"])
     norms = " ".join(f"{a['residual_norm']:.2f}" for a in result["applied"])
     print(f"{result['model']}: loss {result['loss']:.4f} on {result['tokens']} tokens -> {args.out}\n"

@@ -39,7 +39,9 @@ def _category(name: str) -> str:
         return "Layer-wise scaling (arXiv 2509.06518)"
     if name == CLAIMS_NAME:
         return "Derived claims"
-    if name in ("paired_differences", "scaling_fits", "equal_budget"):
+    from shapelm.results.plain import LISTED_NAMES, TABLE_NAMES
+
+    if name in (*TABLE_NAMES, *LISTED_NAMES):
         return "Beyond the papers"
     return "Hourglass (arXiv 2602.06471)"
 
@@ -78,14 +80,14 @@ def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
         out.append({"path": str(rdir / "tables" / f"{CLAIMS_NAME}.{ext}"), "kind": "table", "name": CLAIMS_NAME,
                     "format": ext, "caption": claims_caption, "caption_path": f"{REPORT_DIR}/{CLAIMS_NAME}.rst",
                     "category": _category(CLAIMS_NAME), "report": ext == "html"})
-    for name in analyses.TABLE_NAMES:
+    for name in analyses.table_names(plan):
         caption = analyses.table_caption(name)
         for ext in ("csv", "md", "tex", "html"):
             out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
                         "format": ext, "caption": caption, "caption_path": f"{REPORT_DIR}/{name}.rst",
                         "category": _category(name), "report": ext == "html"})
     figures = {**{n: c for n, (_, c) in FIGURES.items()},
-               **{n: analyses.figure_caption(n) for n in analyses.FIGURE_NAMES}}
+               **{n: analyses.figure_caption(n) for n in analyses.figure_names(plan)}}
     for name, caption in figures.items():
         for ext in ("png", "pdf"):
             out.append({"path": str(fdir / f"{name}.{ext}"), "kind": "figure", "name": name, "format": ext,
@@ -132,13 +134,13 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
         if only is None or name in only:
             written += write_table(build_table(ctx, name), tables_dir)
     written += write_claims(claims.derived_claims(ctx), tables_dir)
-    for name in analyses.TABLE_NAMES:
+    for name in analyses.table_names(plan):
         if only is None or name in only:
             written += analyses.write_plain_table(analyses.build_table(ctx, name), tables_dir)
     for name in FIGURES:
         if only is None or name in only:
             written += write_figure(ctx, name, Path(figures_dir))
-    for name in analyses.FIGURE_NAMES:
+    for name in analyses.figure_names(plan):
         if only is None or name in only:
             written += analyses.write_figure(ctx, name, Path(figures_dir))
     if report_dir is not None:

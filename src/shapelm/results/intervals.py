@@ -53,6 +53,10 @@ VERDICT_COLOURS = {HOLDS: "tab:green", INCONCLUSIVE: "tab:gray", AGAINST: "tab:r
 # What an interval covers (named in every column and caption that shows one).
 EVAL_WINDOWS, ITEMS, SEEDS = "evaluation windows", "lm-eval items", "seeds"
 
+#: The runs of the field's shapes (configs/field.yaml, configs/field-paper.yaml): field_GROUP_SHAPE,
+#: each compared with field_GROUP_uniform.
+FIELD_PREFIX = "field_"
+FIELD_RUN = re.compile(rf"({FIELD_PREFIX}[a-z0-9]+)_(\w+)")
 _SCALE = re.compile(r"^(hg|tp)(\d+(?:p\d+)?[mb])_")
 
 
@@ -225,6 +229,9 @@ def comparison_base(ctx, run: str) -> str | None:
         if m and m.group(1) != "baseline" and ctx.has_run(f"lws_baseline_{m.group(2)}"):
             return f"lws_baseline_{m.group(2)}"
         return None
+    if m := FIELD_RUN.fullmatch(run):  # the field's shapes: each arm against the uniform run of its group
+        base = f"{m.group(1)}_uniform"
+        return base if m.group(2) != "uniform" and ctx.has_run(base) else None
     kind = (plan.runs[run].get("arch") or {}).get("kind")
     if run.startswith("tp"):
         m = re.fullmatch(r"(tp\w+?m(?:_(?:ga|titans|hope))?)_(\w+)", run)
@@ -412,6 +419,8 @@ COLUMNS = [
 
 
 def _paper(run: str) -> str:
+    if run.startswith(FIELD_PREFIX):
+        return "field"
     return "Hourglass" if run.startswith("hg") else "Tapered" if run.startswith("tp") else "LWS"
 
 

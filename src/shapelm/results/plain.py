@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shapelm import files
+from shapelm.plan.analyses import DEPTH_TABLE
 
 
 @dataclass
@@ -122,4 +123,14 @@ def write_plain_table(t: PlainTable, tables_dir: Path) -> list[Path]:
 #: the paper tables' module, which leaves them out of its own list.
 TABLE_NAMES = ("paired_differences", "scaling_fits", "equal_budget")
 FIGURE_NAMES = ("paired_differences", "scaling_fits", "equal_budget")
+#: Analyses written only for an experiment whose runs list them in `tables:` (each a table and a
+#: figure of the same name): the depth analyses of the runs that have them, the field's pairs.
+FIELD_TABLE = "field_shapes"
+LISTED_NAMES = (DEPTH_TABLE, FIELD_TABLE)
+
+
+def listed_names(tables_of_runs) -> list[str]:
+    """The LISTED_NAMES some run lists (`tables_of_runs`: each run's `tables:`), in that order."""
+    listed = {t for tables in tables_of_runs for t in tables}
+    return [name for name in LISTED_NAMES if name in listed]
 

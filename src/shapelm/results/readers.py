@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from shapelm import records
-from shapelm.records import HELDOUT_SPLIT, NoveltyRecord, RecordError, RunManifestRecord, load_json  # noqa: F401 (HELDOUT_SPLIT re-exported)
+from shapelm.records import (  # noqa: F401 (HELDOUT_SPLIT re-exported)
+    HELDOUT_SPLIT, DepthRecord, NoveltyRecord, RecordError, RunManifestRecord, load_json,
+)
 
 
 class ResultsError(RecordError):
@@ -216,6 +218,11 @@ def read_novelty(path: str | os.PathLike) -> dict[str, Any] | None:
     where the analysis has not run."""
     record = NoveltyRecord.read(path)
     return record.to_dict() if record is not None else None
+
+
+def read_depth(path: str | os.PathLike) -> DepthRecord | None:
+    """A run's depth.json (`shapelm analyze depth`); None where the analysis has not run."""
+    return DepthRecord.read(path)
 
 
 def throughput(recs: list[dict[str, Any]]) -> dict[str, float | None] | None:

@@ -79,9 +79,10 @@ def regenerated_tables(plan: Plan) -> list[str]:
     for t in EXTRA_TABLES:
         if t not in names:
             names.append(t)
-    from shapelm.results.plain import TABLE_NAMES as PLAIN_TABLES  # written by shapelm.results.analyses
+    from shapelm.results.plain import LISTED_NAMES, TABLE_NAMES as PLAIN_TABLES  # shapelm.results.analyses
 
-    extra = sorted({t for run in plan.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES))
+    extra = sorted({t for run in plan.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES)
+                   - set(LISTED_NAMES))
     return names + extra
 
 
