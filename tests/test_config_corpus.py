@@ -296,6 +296,11 @@ CROSS = {
     "variable-width-unreachable-bottleneck": (edit(f"runs.{RUN}.arch", {**VW, "bottleneck": 0.01}),
                                               f"runs.{RUN}.arch.bottleneck"),
     "variable-width-heads-do-not-divide": (edit(f"runs.{RUN}.arch", {**VW, "n_heads": 3}), f"runs.{RUN}.arch.n_heads"),
+    # the embeddings at a layer's own width exist only where layers have their own widths
+    "embedding-width-option-for-hourglass": (edit(f"runs.{RUN}.arch.original_input_width", False),
+                                             f"runs.{RUN}.arch.original_input_width"),
+    "variable-width-output-width-not-boolean": (edit(f"runs.{RUN}.arch", {**VW, "original_output_width": "no"}),
+                                                f"runs.{RUN}.arch.original_output_width"),
     "loops-below-one": (edit(f"runs.{RUN}.arch.loops", 0), f"runs.{RUN}.arch.loops"),
     "loops-negative": (edit(f"runs.{RUN}.arch.loops", -2), f"runs.{RUN}.arch.loops"),
     "head-schedule-heads-do-not-divide": (edit(f"runs.{RUN}.arch", HEADS | {"heads": [3, 3, 3, 3]}),
@@ -657,6 +662,8 @@ VALID = {
     "dashed-names": edits(edit("name", "tiny-demo_2"), rename("scales.tiny", "tiny-cpu")),
     "task-set-and-task": edit(f"runs.{RUN}.eval", {"tasks": ["heldout_mc", "shapelm_heldout_ce"]}),
     "variable-width": edit(f"runs.{RUN}.arch", VW),
+    "variable-width-embeddings-at-layer-widths": edit(
+        f"runs.{RUN}.arch", {**VW, "original_input_width": False, "original_output_width": False}),
 }
 
 

@@ -155,6 +155,8 @@ def remote_config(cfg: ModelConfig, eos_id: int | None = None) -> dict:
         "hidden_size": cfg.d_model,
         "layers": d["layers"],
         "loops": cfg.loops,
+        "original_input_width": cfg.original_input_width,
+        "original_output_width": cfg.original_output_width,
         "max_position_embeddings": cfg.max_seq_len,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": cfg.rope_scaling,

@@ -15,6 +15,8 @@ class ShapelmConfig(PretrainedConfig):
         hidden_size=512,
         layers=None,
         loops=1,
+        original_input_width=True,
+        original_output_width=True,
         max_position_embeddings=4096,
         rope_theta=500000.0,
         rope_scaling=None,
@@ -32,6 +34,10 @@ class ShapelmConfig(PretrainedConfig):
         self.hidden_size = hidden_size
         self.layers = list(layers or [])
         self.loops = loops  # looped blocks: the stored layers run `loops` rounds
+        # variable residual width: false puts the input embedding (the final norm and the
+        # unembedding) at the first (last) layer's width instead of hidden_size
+        self.original_input_width = original_input_width
+        self.original_output_width = original_output_width
         self.num_hidden_layers = len(self.layers)
         self.max_position_embeddings = max_position_embeddings
         self.rope_theta = rope_theta

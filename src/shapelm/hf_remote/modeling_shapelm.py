@@ -432,12 +432,21 @@ class ShapelmPreTrainedModel(PreTrainedModel):
                 module.conv[:, -1] = 1.0
 
 
+def embedding_widths(config):
+    """(input embedding, unembedding) widths: hidden_size, or with original_input_width /
+    original_output_width false the first / last layer's own width (arXiv 2606.18246)."""
+    first, last = (config.layers[i].get("d_model") or config.hidden_size for i in (0, -1))
+    return (config.hidden_size if getattr(config, "original_input_width", True) else first,
+            config.hidden_size if getattr(config, "original_output_width", True) else last)
+
+
 class ShapelmModel(ShapelmPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        input_width, self.output_width = embedding_widths(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, input_width)
         self.layers = nn.ModuleList(Block(config, layer) for layer in config.layers)
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = RMSNorm(self.output_width, config.rms_norm_eps)
         self.post_init()
 
     @property
@@ -494,14 +503,14 @@ class ShapelmModel(ShapelmPreTrainedModel):
                 rope[block.attn.head_dim] = ((emb.cos() * factor).to(x.dtype), (emb.sin() * factor).to(x.dtype))
             x = block(resize(x, block.width), rope, mask, cache, cache_idx)
             cache_idx += block.attn is not None
-        return self.norm(resize(x, self.config.hidden_size))
+        return self.norm(resize(x, self.output_width))
 
 
 class ShapelmForCausalLM(ShapelmPreTrainedModel, GenerationMixin):
     def __init__(self, config):
         super().__init__(config)
         self.model = ShapelmModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(self.model.output_width, config.vocab_size, bias=False)
         self.post_init()
 
     def get_input_embeddings(self):

@@ -37,6 +37,9 @@ COMMON_KEYS: dict[str, Any] = {
     "loops": 1,  # looped blocks (arXiv 2607.13491): rounds over the stored layers
 }
 ATTENTION_KEYS = ("n_heads", "n_kv_heads", "head_dim", "d_attn", "attention")
+#: ModelConfig fields a kind may take as shape keys (only variable_width does): where the
+#: embeddings sit, at d_model or at the first / last layer's width (arXiv 2606.18246).
+EMBEDDING_WIDTH_KEYS = ("original_input_width", "original_output_width")
 # Keys every kind accepts that set each attention layer's token mixer (LayerShape.mixer/gate).
 HOPE_KEYS = ("cms_chunks", "cms_lr", "cms_momentum", "cms_decay", "cms_tapered_level")
 MIXER_KEYS = ("mixer", "gate", *TITANS_DEFAULTS, *HOPE_KEYS)
@@ -82,6 +85,12 @@ class Spec:
             raise ConfigError(f"{self.name(key)} must be a positive number, got {value!r}")
         return float(value)
 
+    def flag(self, key: str, default: Any = ...) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self.name(key)} must be true or false, got {value!r}")
+        return value
+
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
         value = self.get(key, default)
         if value not in choices:
@@ -118,6 +127,10 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
     builder, keys = _BUILDERS[kind]
     allowed = {"kind", *COMMON_KEYS, *MIXER_KEYS, *keys}
     unknown = sorted(set(arch) - allowed)
+    misplaced = [key for key in unknown if key in EMBEDDING_WIDTH_KEYS]
+    if misplaced:
+        raise ConfigError(f"{spec.name(misplaced[0])} applies only to kind variable_width "
+                          f"(the embeddings at a layer's own width), not to kind {kind!r}")
     if unknown:
         raise ConfigError(
             f"{where}: unknown key(s) {unknown} for kind {kind!r}; allowed: {sorted(allowed)}"
@@ -130,6 +143,7 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
             f"got {settings['norm_placement']!r}"
         )
     settings["loops"] = spec.int("loops", 1)
+    settings.update({key: spec.flag(key, True) for key in EMBEDDING_WIDTH_KEYS if key in keys})
     try:
         return ModelConfig(d_model=spec.int("d_model"), layers=layers, **settings)
     except ConfigError as err:

@@ -97,7 +97,8 @@ class LayerShape:
     cms_momentum: float | None = None
     cms_decay: float | None = None
     # Variable residual width (arXiv 2606.18246): this layer's residual width, None = the model's
-    # d_model. The stream is resized to it before the layer and back to d_model after the last.
+    # d_model. The stream is resized to it before the layer and, after the last, to the
+    # unembedding's width (`ModelConfig.output_width`).
     d_model: int | None = None
 
     def __post_init__(self) -> None:
@@ -166,6 +167,11 @@ class ModelConfig:
     # Looped blocks (arXiv 2607.13491): the stored layers applied `loops` rounds in order, so the
     # unrolled depth is loops * n_layers with the parameters of n_layers.
     loops: int = 1
+    # Variable residual width (arXiv 2606.18246, its `original_input_width` / `original_output_width`):
+    # true keeps the input embedding (the unembedding and the final norm) at d_model, false puts it
+    # at the first (last) layer's own width, so no resize is needed at that end.
+    original_input_width: bool = True
+    original_output_width: bool = True
 
     def __post_init__(self) -> None:
         self.layers = [_coerce_layer(layer) for layer in self.layers]
@@ -190,6 +196,9 @@ class ModelConfig:
             raise ConfigError("tie_embeddings: the papers' models use untied embeddings")
         if isinstance(self.loops, bool) or not isinstance(self.loops, int) or self.loops < 1:
             raise ConfigError(f"loops must be an integer >= 1, got {self.loops!r}")
+        for key in ("original_input_width", "original_output_width"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"{key} must be true or false, got {getattr(self, key)!r}")
         if self.loops > 1 and self.has_recurrent_state:
             raise ConfigError("loops: a layer with a recurrent state (titans, hope_attention) cannot be looped")
         for key in ("rope_theta", "norm_eps", "init_std"):  # a checkpoint's config, not only the schema's
@@ -236,6 +245,17 @@ class ModelConfig:
         return self.layers[i].d_model or self.d_model
 
     @property
+    def input_width(self) -> int:
+        """The input embedding's width: d_model, or the first layer's with `original_input_width` false."""
+        return self.d_model if self.original_input_width else self.width(0)
+
+    @property
+    def output_width(self) -> int:
+        """The final norm's and the unembedding's width: d_model, or the last layer's with
+        `original_output_width` false."""
+        return self.d_model if self.original_output_width else self.width(self.n_layers - 1)
+
+    @property
     def variable_width(self) -> bool:
         return any(layer.d_model not in (None, self.d_model) for layer in self.layers)
 
@@ -264,6 +284,9 @@ class ModelConfig:
         out["layers"] = [layer.to_dict() for layer in self.layers]
         if self.loops == 1:  # configs written before loops existed keep their fingerprints
             del out["loops"]
+        for key in ("original_input_width", "original_output_width"):
+            if out[key]:  # the default (embeddings at d_model): older configs keep their fingerprints
+                del out[key]
         return out
 
     @classmethod

@@ -29,7 +29,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from shapelm.errors import ConfigError
-from shapelm.model.builders import ATTENTION_KEYS, COMMON_KEYS, Spec, _ffn_width, attention_shape, register
+from shapelm.model.builders import (
+    ATTENTION_KEYS, COMMON_KEYS, EMBEDDING_WIDTH_KEYS, Spec, _ffn_width, attention_shape, register,
+)
 from shapelm.model.config import AttentionShape, LayerShape
 from shapelm.model.variable_width import FFN_RATIO, RESIZES, solve_widths
 from shapelm.model.variable_width import SCHEDULES as WIDTH_SCHEDULES
@@ -288,7 +290,7 @@ def blocks(spec: Spec) -> list[LayerShape]:
 
 VARIABLE_WIDTH_KEYS = (
     "d_model", "n_layers", "n_heads", "schedule", "max_layer", "bottleneck", "symmetric", "multiple",
-    "resize",
+    "resize", *EMBEDDING_WIDTH_KEYS,
 )
 
 
@@ -300,15 +302,13 @@ def variable_width(spec: Spec) -> list[LayerShape]:
     n_layers = spec.int("n_layers")
     n_heads = spec.int("n_heads")
     spec.choice("resize", RESIZES, "zero")
-    symmetric = spec.get("symmetric", True)
-    if not isinstance(symmetric, bool):
-        raise ConfigError(f"{spec.name('symmetric')} must be true or false, got {symmetric!r}")
-
+    # the embeddings' widths (ModelConfig fields, set by build_model_config) change the match
+    embeddings = {key: spec.flag(key, True) for key in EMBEDDING_WIDTH_KEYS}
     widths = solve_widths(
         h, n_layers, spec.int("vocab_size", COMMON_KEYS["vocab_size"]),
         schedule=spec.choice("schedule", WIDTH_SCHEDULES, "geometric"),
-        max_layer=spec.int("max_layer"), bottleneck=spec.number("bottleneck"), symmetric=symmetric,
-        multiple=spec.int("multiple", 32), name=spec.name,
+        max_layer=spec.int("max_layer"), bottleneck=spec.number("bottleneck"), symmetric=spec.flag("symmetric", True),
+        multiple=spec.int("multiple", 32), name=spec.name, **embeddings,
     )
     layers = []
     for i, w in enumerate(widths):

@@ -136,10 +136,11 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        # the embeddings' widths: d_model, or a variable-width model's first / last layer's
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.input_width)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
-        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.norm = RMSNorm(cfg.output_width, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.output_width, cfg.vocab_size, bias=False)
         # inv_freq per (head_dim, device): made on the device once, never copied per forward
         self._rope: dict[tuple[int, torch.device], tuple[torch.Tensor, float]] = {}
         if not self.lm_head.weight.is_meta:  # meta tensors hold no values to initialise
@@ -192,7 +193,7 @@ class Transformer(nn.Module):
                     rope_tables[hd] = self._cos_sin(hd, positions, x.dtype)
                 cos, sin = rope_tables[hd]
             x = block(resize(x, block.width), cos, sin, cache)
-        return self.norm(resize(x, self.config.d_model))
+        return self.norm(resize(x, self.config.output_width))
 
     def forward(
         self,

@@ -3,8 +3,11 @@
 
 Layer i (1-indexed) has its own residual width h_i; the residual stream is resized between
 layers without parameters (`shapelm.model.layers.resize`: zero-padding when it widens, truncation when it narrows).
-The input embedding and the unembedding stay at the baseline width h (`ModelConfig.d_model`), the
-paper's `original_input_width` / `original_output_width`.
+By default the input embedding and the unembedding stay at the baseline width h (`ModelConfig.d_model`):
+the paper's `original_input_width` / `original_output_width` true, which its dense configs use. Either
+may be false (arch keys of the same name, `ModelConfig` fields): the input embedding then has the
+first layer's width h_1, the unembedding (and the final norm) the last layer's width h_L, and the
+stream is not resized at that end.
 
 Schedule (the paper's, around a 1-indexed turning layer k = `max_layer`, no duplicated turning layer):
   geometric:  h_1 = b, h_i = h_{i-1} * e for 2 <= i <= k, then h_i = h_{i-1} * r for i > k
@@ -18,10 +21,13 @@ makes the *matched accounting* equal the uniform baseline's (`matched_params`). 
 an integer, the schedule recomputed from it, and every width rounded to a multiple of `multiple`.
 
 Matched accounting (the paper's code's count, used for the match only): per layer 16 h_i^2 (4 h_i^2
-attention, 12 h_i^2 for a SwiGLU of width 4 h_i), both embeddings 2 v h, no norms, less what the
-resizes make useless: with h_1 > h, 3 (h_1 - h) h_1 of the first layer's inputs only ever see zero
-padding; with h_L > h, 4 h_L (h_L - h) of the last layer's MLP outputs are cut before the
-unembedding. The models built hold more (norms, and those columns): `accounting.param_counts`.
+attention, 12 h_i^2 for a SwiGLU of width 4 h_i), the embeddings v e_in + v e_out, no norms, less
+what the resizes make useless. e_in = h with `original_input_width`, and then, with h_1 > h,
+3 (h_1 - h) h_1 of the first layer's Q/K/V inputs only ever see zero padding; otherwise e_in = h_1
+and nothing is discounted. e_out = h with `original_output_width`, and then, with h_L > h,
+4 h_L (h_L - h) of the last layer's MLP outputs are cut before the unembedding; otherwise
+e_out = h_L and nothing is discounted. The models built hold more (norms, and those columns):
+`accounting.param_counts`.
 """
 
 from __future__ import annotations
@@ -36,12 +42,15 @@ RESIZES = ("zero",)
 FFN_RATIO = 4
 
 
-def matched_params(widths: list[float], h: float, vocab: int) -> float:
+def matched_params(widths: list[float], h: float, vocab: int, *, original_input_width: bool = True,
+                   original_output_width: bool = True) -> float:
     """The paper's matched parameter count for these widths (module docstring)."""
-    total = 2.0 * vocab * h + sum(16.0 * w * w for w in widths)
-    if widths[0] > h:
+    total = sum(16.0 * w * w for w in widths)
+    total += vocab * (h if original_input_width else widths[0])
+    total += vocab * (h if original_output_width else widths[-1])
+    if original_input_width and widths[0] > h:
         total -= 3.0 * (widths[0] - h) * widths[0]
-    if widths[-1] > h:
+    if original_output_width and widths[-1] > h:
         total -= 4.0 * widths[-1] * (widths[-1] - h)
     return total
 
@@ -66,17 +75,26 @@ def schedule_widths(base: float, schedule: str, rate: float, k: int, n_layers: i
     return widths
 
 
-def _base_width(h: int, vocab: int, schedule: str, rate: float, k: int, n_layers: int, symmetric: bool) -> float:
+def _base_width(h: int, vocab: int, schedule: str, rate: float, k: int, n_layers: int, symmetric: bool,
+                original_input_width: bool, original_output_width: bool) -> float:
     """The base width b that matches the uniform baseline under `matched_params`.
 
-    Widths are b * c_i, so the count is 2 v h + 16 b^2 S - waste(b): a quadratic on each side of
+    Widths are b * c_i, so the count is 16 b^2 S + embeddings - waste(b), where an embedding at
+    h is constant and one at h_1 = b c_1 (h_L = b c_L) is linear in b: a quadratic on each side of
     the thresholds b c_1 > h, b c_L > h; the root consistent with its side is taken."""
     c = schedule_widths(1.0, schedule, rate, k, n_layers, symmetric)
-    target = matched_params([float(h)] * n_layers, h, vocab) - 2.0 * vocab * h
+    target = matched_params([float(h)] * n_layers, h, vocab)
+    lin0 = 0.0  # the terms linear in b from embeddings at a layer's width; constants go to target
+    for original, c_end in ((original_input_width, c[0]), (original_output_width, c[-1])):
+        if original:
+            target -= vocab * h
+        else:
+            lin0 += vocab * c_end
     s = 16.0 * sum(ci * ci for ci in c)
-    for cut_in in (False, True):
-        for cut_out in (False, True):
-            a, lin = s, 0.0
+    # a cut is only possible at an end whose embedding stays at h
+    for cut_in in (False, True) if original_input_width else (False,):
+        for cut_out in (False, True) if original_output_width else (False,):
+            a, lin = s, lin0
             if cut_in:
                 a, lin = a - 3 * c[0] ** 2, lin + 3 * h * c[0]
             if cut_out:
@@ -85,13 +103,15 @@ def _base_width(h: int, vocab: int, schedule: str, rate: float, k: int, n_layers
             if a <= 0 or disc < 0:
                 continue
             b = (-lin + math.sqrt(disc)) / (2 * a)
-            if b > 0 and (b * c[0] > h) == cut_in and (b * c[-1] > h) == cut_out:
+            if b > 0 and (not original_input_width or (b * c[0] > h) == cut_in) and (
+                    not original_output_width or (b * c[-1] > h) == cut_out):
                 return b
     raise ConfigError("no base width matches the baseline's parameters")  # not reached for L >= 1
 
 
 def solve_widths(h: int, n_layers: int, vocab: int, *, schedule: str = "geometric", max_layer: int,
                  bottleneck: float, symmetric: bool = True, multiple: int = 32,
+                 original_input_width: bool = True, original_output_width: bool = True,
                  name=lambda key: key) -> list[int]:
     """Per-layer widths: rate solved for min(width) == bottleneck * h, base width rounded to an
     integer, widths rounded to `multiple` (module docstring)."""
@@ -105,10 +125,12 @@ def solve_widths(h: int, n_layers: int, vocab: int, *, schedule: str = "geometri
     def rate(s: float) -> float:
         return s if schedule == "geometric" else (s - 1.0) / max(k - 1, 1)
 
+    def base(r: float) -> float:
+        return _base_width(h, vocab, schedule, r, k, n_layers, symmetric, original_input_width, original_output_width)
+
     def narrowest(s: float) -> float:
         r = rate(s)
-        return min(schedule_widths(_base_width(h, vocab, schedule, r, k, n_layers, symmetric),
-                                   schedule, r, k, n_layers, symmetric))
+        return min(schedule_widths(base(r), schedule, r, k, n_layers, symmetric))
 
     target = bottleneck * h
     lo, hi = 1e-6, 1.0
@@ -125,8 +147,8 @@ def solve_widths(h: int, n_layers: int, vocab: int, *, schedule: str = "geometri
             else:
                 lo = mid
     r = rate((lo + hi) / 2 if bottleneck < 1 else 1.0)
-    base = round(_base_width(h, vocab, schedule, r, k, n_layers, symmetric))
-    widths = [int(round(w / multiple) * multiple) for w in schedule_widths(base, schedule, r, k, n_layers, symmetric)]
+    widths = [int(round(w / multiple) * multiple)
+              for w in schedule_widths(round(base(r)), schedule, r, k, n_layers, symmetric)]
     if abs(min(widths) - target) > multiple / 2 or min(widths) <= 0:
         raise ConfigError(
             f"{name('bottleneck')}={bottleneck}: the narrowest width {min(widths)} misses {target:g} by more than "

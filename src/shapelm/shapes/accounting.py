@@ -36,10 +36,11 @@ formula that reproduces all 14 printed values (docs/PAPER_NOTES.md protocol 2):
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
 
 Variable residual width (arXiv 2606.18246, LayerShape.d_model): every per-layer term takes the
-layer's own width as d; the embeddings, final norm and LM head the model's d_model. The resizes
-between layers (zero-padding, truncation) hold no parameters and are counted as 0 FLOPs. The KV
-cache follows each layer's attention shape (kv_width = n_kv_heads * head_dim, so it scales with
-the layer's width when its heads do).
+layer's own width as d; the input embedding `cfg.input_width`, the final norm and LM head
+`cfg.output_width` (d_model, or with `original_input_width` / `original_output_width` false the
+first / last layer's width). The resizes between layers (zero-padding, truncation) hold no
+parameters and are counted as 0 FLOPs. The KV cache follows each layer's attention shape
+(kv_width = n_kv_heads * head_dim, so it scales with the layer's width when its heads do).
 
 Looped blocks (arXiv 2607.13491, ModelConfig.loops): parameters are the stored layers', counted
 once; FLOPs and KV bytes are the unrolled depth's (every round of every layer).
@@ -88,10 +89,11 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
         for width in layer.ffn_widths:
             ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
-    d = cfg.d_model
-    norm += d  # final norm
-    matrices = 1 if tied else 2
-    return ParamCounts(embedding=matrices * cfg.vocab_size * d, attention=attention, ffn=ffn, norm=norm)
+    norm += cfg.output_width  # final norm, at the unembedding's width
+    # untied: the input embedding and the unembedding, each at its own width (a variable-width
+    # model's may be its first / last layer's); tied: one matrix (the reference recipes, one width)
+    embedding = cfg.vocab_size * (cfg.d_model if tied else cfg.input_width + cfg.output_width)
+    return ParamCounts(embedding=embedding, attention=attention, ffn=ffn, norm=norm)
 
 
 def gate_width(layer: LayerShape) -> int:
@@ -220,7 +222,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
 def output_layer_forward_flops(cfg: ModelConfig, vocab_size: int | None = None) -> float:
     """Forward FLOPs per token of the final norm and LM head (A.8; dense: 3x in training)."""
     vocab = cfg.vocab_size if vocab_size is None else vocab_size
-    return 7 * cfg.d_model + 2 * cfg.d_model * vocab
+    return 7 * cfg.output_width + 2 * cfg.output_width * vocab
 
 
 def cms_update_flops_per_token(layer: LayerShape, d: int, level: int) -> float:
@@ -257,7 +259,7 @@ def approx_forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     Generalised to per-layer shapes by summing the per-layer terms. Training FLOPs are about
     3x this; docs/PAPER_NOTES.md (protocol facts) notes the x3 misses the printed values by 2-9%.
     """
-    total = 2.0 * cfg.d_model * cfg.vocab_size
+    total = 2.0 * cfg.output_width * cfg.vocab_size
     for layer in cfg.unrolled_layers:
         d = layer.d_model or cfg.d_model
         if layer.attention is not None:
@@ -292,13 +294,14 @@ SHAPE_COLUMNS = [
     "params_embedding", "params_attention", "params_ffn", "params_norm",
     "params_non_embedding", "params_total", "tokens_per_step", "seq_len",
     "train_flops_per_token", "train_flops_per_step", "train_flops_per_step_approx",
-    "kv_bytes_per_token", "state_bytes_per_seq", "layer_widths", "loops",
+    "kv_bytes_per_token", "state_bytes_per_seq", "layer_widths", "loops", "embedding_widths",
 ]
 
 
 def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) -> dict[str, object]:
     """One accounting row; per-layer fields are empty ("") when they vary across layers, and
-    `layer_widths` lists the residual widths of a variable-width model (d_model: its embeddings')."""
+    `layer_widths` lists the residual widths of a variable-width model, `embedding_widths` its
+    input embedding's and unembedding's widths when either is not d_model."""
     p = param_counts(cfg)
     per_token = flops_per_token(cfg, seq_len).train
 
@@ -329,6 +332,9 @@ def shape_row(run: str, cfg: ModelConfig, seq_len: int, tokens_per_step: int) ->
         # variable residual width: each layer's width, first to last ("" when all are d_model)
         "layer_widths": " ".join(str(cfg.width(i)) for i in range(cfg.n_layers)) if cfg.variable_width else "",
         "loops": cfg.loops,  # rounds over the n_layers stored layers (FLOPs and KV unrolled)
+        # "input output" when a variable-width model's embeddings sit at its first / last layer's width
+        "embedding_widths": (f"{cfg.input_width} {cfg.output_width}"
+                             if (cfg.input_width, cfg.output_width) != (cfg.d_model,) * 2 else ""),
     }
 
 
