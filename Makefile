@@ -73,16 +73,17 @@ then echo "results/$$exp reproduces the committed numbers: $$(tail -n 1 logs/$$e
 else echo "results/$$exp differs from the committed numbers (logs/$$exp/compare.txt): $$(tail -n 1 logs/$$exp/compare.txt)"; fi
 endef
 
-# The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU.
-# Then the field's shapes against their uniform baseline (configs/field.yaml: its own experiment,
-# results/field and paper_figures/field; its 18 `run:` jobs only write small JSON files, so they run
-# in Snakemake's own process rather than each in a new one that reads the workflow again: 30% of
-# its CPU time), and the paper's analytic build: every paper table with
+# The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU. Then the
+# field's shapes against their uniform baseline (configs/field.yaml: its own experiment,
+# results/field and paper_figures/field), and the paper's analytic build: every paper table with
 # its shape, parameter and FLOP checks beside the printed values, filled from configs/paper.yaml
-# alone (metrics pending until runs exist).
+# alone (metrics pending until runs exist). The `run:` jobs only write small JSON files: with
+# --force-use-threads they run in Snakemake's own process rather than each in a new one that
+# reads the workflow again (30% of the field build's CPU time).
 demo: env
 	@$(unlock_if_idle)
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete \
+		--force-use-threads
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile configs/field.yaml --printshellcmds --rerun-incomplete \
 		--force-use-threads
 	$(VENV)/bin/shapelm results build configs/paper.yaml --results-dir results/paper \
