@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shapelm import records
+from shapelm import records, reference
 from shapelm.plan.document import Plan
 from shapelm.plan.paths import run_under
 from shapelm.results import readers, seeds
@@ -249,3 +249,27 @@ def _mean_throughput(found: list[dict[str, Any]]) -> dict[str, Any]:
     out["device_type"] = devices.pop() if len(devices) == 1 else "mixed"
     out["world_size"] = found[0]["world_size"]
     return out
+
+
+def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
+    """True when the experiment runs this row at another depth or vocabulary (the tiny default).
+
+    Width alone does not count: the paper's unpublished widths (Table 5) are our own choices at
+    the paper's scale, and their differences are documented, not scaled."""
+    if not ctx.has_run(run):
+        return False
+    paper_shape: dict = {}
+    for name in [table, *reference.runs().get(run, [])]:  # the row's own table first, then any other
+        if name in reference.tables():
+            try:
+                paper_shape = reference.row(name, run).get("shape") or {}
+            except KeyError:
+                continue
+            if paper_shape:
+                break
+    arch = ctx.plan.runs[run]["arch"]
+    if any(key in paper_shape and key in arch and paper_shape[key] != arch[key] for key in ("n_layers", "vocab_size")):
+        return True
+    # Some paper shapes name the vocabulary `vocab` (LWS); the run's is in its resolved model.
+    vocab = paper_shape.get("vocab_size", paper_shape.get("vocab"))
+    return vocab is not None and vocab != ctx.plan.runs[run]["model"]["vocab_size"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from shapelm import files
-from shapelm.results.context import Context
+from shapelm.results.context import Context, is_scaled_down
 
 
 ARCH_COLOR = {"conv": "#444444", "hg": "#1f77b4"}
@@ -57,8 +57,6 @@ def no_runs_panel(ax, ctx: Context, what: str) -> None:
 
 def scaled_note(ctx: Context, table: str, runs: list[str]) -> str:
     """' (scaled down ↓)' when any of the runs is, as the tables flag it."""
-    from shapelm.results.tables.cells import is_scaled_down
-
     return " (scaled down ↓)" if any(is_scaled_down(ctx, table, r) for r in runs) else ""
 
 

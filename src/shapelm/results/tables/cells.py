@@ -35,7 +35,7 @@ from shapelm.reference import PrintedNumber
 from shapelm.results import fmt
 from shapelm.results import intervals
 from shapelm.results import readers
-from shapelm.results.context import Context
+from shapelm.results.context import Context, is_scaled_down
 from shapelm.results.seeds import Spread, spread
 from shapelm.results.tables.gaps import known_difference
 
@@ -423,30 +423,6 @@ def paper_number(table: str, row: RowRef, col: Col) -> tuple[str, PrintedNumber 
         return (f"{derived.text} ({fmt.DERIVED})", derived) if derived else (fmt.NOT_IN_SEED, None)
     p = reference.printed(src_table, row.id, src_col)
     return p.text, p
-
-
-def is_scaled_down(ctx: Context, table: str, run: str) -> bool:
-    """True when the experiment runs this row at another depth or vocabulary (the tiny default).
-
-    Width alone does not count: the paper's unpublished widths (Table 5) are our own choices at
-    the paper's scale, and their differences are documented, not scaled."""
-    if not ctx.has_run(run):
-        return False
-    paper_shape: dict = {}
-    for name in [table, *reference.runs().get(run, [])]:  # the row's own table first, then any other
-        if name in reference.tables():
-            try:
-                paper_shape = reference.row(name, run).get("shape") or {}
-            except KeyError:
-                continue
-            if paper_shape:
-                break
-    arch = ctx.plan.runs[run]["arch"]
-    if any(key in paper_shape and key in arch and paper_shape[key] != arch[key] for key in ("n_layers", "vocab_size")):
-        return True
-    # Some paper shapes name the vocabulary `vocab` (LWS); the run's is in its resolved model.
-    vocab = paper_shape.get("vocab_size", paper_shape.get("vocab"))
-    return vocab is not None and vocab != ctx.plan.runs[run]["model"]["vocab_size"]
 
 
 def over_seeds(ctx: Context, row: RowRef, col: Col) -> Spread | None:
