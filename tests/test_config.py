@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from shapelm.config import TrainRecipe, load_run_config, write_json_atomic
+from shapelm import files
+from shapelm.config import TrainRecipe, load_run_config
 from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 
@@ -75,7 +76,7 @@ def test_missing_file_and_bad_yaml(tmp_path):
 
 def test_run_config_roundtrip(tmp_path):
     exp = load_experiment(_minimal())
-    write_json_atomic(tmp_path / "r.json", exp.run("a"))
+    files.write_json(tmp_path / "r.json", exp.run("a"), **files.RUN_FILE)
     run = load_run_config(tmp_path / "r.json")
     assert run == exp.run("a")
     recipe = TrainRecipe.from_dict(run["train"])

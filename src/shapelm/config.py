@@ -600,13 +600,6 @@ def run_recipe(run: dict[str, Any]) -> TrainRecipe:
     return TrainRecipe.from_dict(run["train"])
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """A run config, manifest or state file: sorted keys, anything else as its str()."""
-    from shapelm import files
-
-    files.write_json(path, obj, sort_keys=True, default=str, newline=False)
-
-
 def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
     """A run config read back from JSON (or YAML): its keys and training recipe checked. Its
     model config is checked where it is built (`shapelm.model.config.run_model_config`)."""

@@ -114,6 +114,11 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
+#: The format of run configs, manifests and state files (`write_json(path, obj, **RUN_FILE)`):
+#: sorted keys, any other value as its str(), no final newline.
+RUN_FILE: dict[str, Any] = {"sort_keys": True, "default": str, "newline": False}
+
+
 def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2, sort_keys: bool = False,
                default: Any = None, ensure_ascii: bool = True, newline: bool = True) -> Path:
     """`obj` as JSON; the keyword arguments are `json.dumps`'s, `newline`: end with one."""

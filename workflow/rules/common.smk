@@ -12,7 +12,8 @@ from shapelm.plan import paths
 from shapelm.plan.build import plan_of, write_plan
 from shapelm.plan.document import PLAN_VERSION
 from shapelm.plan.checks import workflow_experiment
-from shapelm.config import config_hash, write_json_atomic
+from shapelm import files
+from shapelm.config import config_hash
 from shapelm.evaluation.standins import standin_path, standin_tasks
 from shapelm.evaluation.tasks import expand_task_names
 from shapelm.commands.yte_guard import workflow_check
@@ -116,7 +117,7 @@ rule experiment_config:
         digest=config_hash(EXP.raw),
         summary=f"experiment {E}: {len(RUNS)} runs, config digest {config_hash(EXP.raw)}\n",
     run:
-        write_json_atomic(output[0], EXP.raw)
+        files.write_json(output[0], EXP.raw, **files.RUN_FILE)
         Path(log[0]).write_text(params.summary)
 
 

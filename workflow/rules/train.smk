@@ -55,7 +55,7 @@ rule run_config:
     params:
         config=lambda w: train_config(w.run),
     run:
-        write_json_atomic(output[0], params.config)
+        files.write_json(output[0], params.config, **files.RUN_FILE)
         Path(log[0]).write_text(f"training config hash {params.config['hash']}\n")
 
 
@@ -69,7 +69,7 @@ rule weights_config:
     params:
         config=lambda w: jobs.weights_config(EXP, w.run),
     run:
-        write_json_atomic(output[0], params.config)
+        files.write_json(output[0], params.config, **files.RUN_FILE)
         Path(log[0]).write_text(f"weights config hash {params.config['hash']}\n")
 
 

@@ -145,10 +145,10 @@ def _endpoint() -> str:
 
 
 def write_record(record: dict[str, Any], out: str | os.PathLike) -> None:
-    from shapelm.config import write_json_atomic
+    from shapelm import files
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out, record)
+    files.write_json(out, record, **files.RUN_FILE)
 
 
 def add_commands(subparsers) -> None:

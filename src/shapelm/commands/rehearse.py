@@ -35,11 +35,12 @@ def write_inputs(inputs: Path) -> dict[str, Any]:
     """Every input the rehearsal reads, in its real format; the overrides file last."""
     from shapelm.data.rehearsal import write_data_inputs
     from shapelm.longctx.rehearsal import write_longctx_inputs
-    from shapelm.config import merge, write_json_atomic
+    from shapelm import files
+    from shapelm.config import merge
 
     inputs.mkdir(parents=True, exist_ok=True)
     overrides = merge(write_data_inputs(inputs), write_longctx_inputs(inputs))
-    write_json_atomic(inputs / OVERRIDES_FILE, overrides)
+    files.write_json(inputs / OVERRIDES_FILE, overrides, **files.RUN_FILE)
     return overrides
 
 

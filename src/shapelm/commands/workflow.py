@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from shapelm.config import write_json_atomic
+from shapelm import files
 from shapelm.plan.experiment import load_experiment
 from shapelm.plan.cost import PLAN_STAGES, plan_rows
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
     exp = load_experiment(args.config)
-    write_json_atomic(args.out, exp.run(args.run))
+    files.write_json(args.out, exp.run(args.run), **files.RUN_FILE)
     return 0
 
 

@@ -16,7 +16,8 @@ import argparse
 
 
 def _train(args) -> int:
-    from shapelm.config import load_run_config, write_json_atomic
+    from shapelm import files
+    from shapelm.config import load_run_config
     from shapelm.errors import ConfigError, ShapelmError
     from shapelm.model.config import run_model_config
     from shapelm.train.loop import train
@@ -34,9 +35,9 @@ def _train(args) -> int:
             "again to resume from the previous one"
         ) from None
     if args.state_out and result.exit_code == 0 and _is_rank_zero():
-        write_json_atomic(args.state_out, {"status": result.status, "step": result.step,
+        files.write_json(args.state_out, {"status": result.status, "step": result.step,
                                            "total_steps": result.total_steps,
-                                           "run": run.get("name"), "config_hash": run.get("hash")})
+                                           "run": run.get("name"), "config_hash": run.get("hash")}, **files.RUN_FILE)
     return result.exit_code
 
 

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from shapelm.config import TrainRecipe, config_hash, write_json_atomic
+from shapelm import files
+from shapelm.config import TrainRecipe, config_hash
 from shapelm.data.repetition import repetition_mask
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
@@ -497,4 +498,4 @@ def _write_manifest(out_dir, run_config, recipe, rhash, tokens_path, store, env,
         },
         "argv": sys.argv,
     }
-    write_json_atomic(out_dir / "manifest.json", manifest)
+    files.write_json(out_dir / "manifest.json", manifest, **files.RUN_FILE)

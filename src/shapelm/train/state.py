@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from shapelm import files
-from shapelm.config import TrainRecipe, write_json_atomic
+from shapelm.config import TrainRecipe
 from shapelm.errors import ConfigError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.io import save_pretrained
@@ -220,7 +220,7 @@ def write_final(out_dir: Path, model, cfg: ModelConfig, recipe: TrainRecipe, env
         if tmp.exists():
             shutil.rmtree(tmp)
         save_pretrained(host, tmp)
-        write_json_atomic(tmp / "train_state.json", info)
+        files.write_json(tmp / "train_state.json", info, **files.RUN_FILE)
         make_group_readable(tmp)
         for p in tmp.iterdir():
             files.fsync_path(p)
