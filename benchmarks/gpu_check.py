@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from shapelm.shapes.accounting import flops_per_token, output_layer_forward_flops  # noqa: E402
 from shapelm.config import TrainRecipe, run_recipe  # noqa: E402
-from shapelm.config import write_json_atomic  # noqa: E402
+from shapelm import files  # noqa: E402
 from shapelm.model.config import AttentionShape, LayerShape, ModelConfig, run_model_config  # noqa: E402
 from shapelm.plan.runs import resolve_run  # noqa: E402
 
@@ -147,7 +147,7 @@ class Run:
 
     def write(self) -> None:
         if self.out is not None:
-            write_json_atomic(self.out, self.data)
+            files.write_json(self.out, self.data, **files.RUN_FILE)
 
     def row(self, section: str, name: str, fn, skip: str | None = None, **fields) -> dict:
         row = {"section": section, "name": name, **fields}
