@@ -131,6 +131,37 @@ def test_slice_matches_reference(source, tmp_path, n_tokens):
     np.testing.assert_array_equal(s.read(0, s.n_tokens), tokens)
 
 
+def test_part_checksums_catch_a_changed_byte_and_old_sha256_slices_still_verify(source, tmp_path):
+    import hashlib
+
+    _, paths = source
+    out = tmp_path / "out"
+    m = slice_olmo(paths, 9 * L, out, cache_dir=tmp_path / "c", part_instances=4, workers=1,
+                   progress=False)
+    assert all(set(f) == {"path", "n_tokens", "xxh3_128", "max_id"} for f in m["files"])
+    TokenStore(out, verify=True)
+    # a slice written before parts recorded xxh3-128: its sha256s verify as they did
+    old = json.loads((out / "manifest.json").read_text())
+    for f in old["files"]:
+        del f["xxh3_128"]
+        f["sha256"] = hashlib.sha256((out / f["path"]).read_bytes()).hexdigest()
+    sha_dir = tmp_path / "sha256"
+    sha_dir.mkdir()
+    for f in old["files"]:
+        (sha_dir / f["path"]).write_bytes((out / f["path"]).read_bytes())
+    (sha_dir / "manifest.json").write_text(json.dumps(old))
+    TokenStore(sha_dir, verify=True)
+    # one id changed in place, still a valid id of the same size: each checksum names the part
+    for d, algorithm in ((out, "xxh3_128"), (sha_dir, "sha256")):
+        part = d / "part-00001.u32"
+        a = np.fromfile(part, dtype="<u4")
+        a[L + 5] = (a[L + 5] + 1) % VOCAB
+        a.tofile(part)
+        TokenStore(d)  # sizes and ids still fine: only the checksum sees it
+        with pytest.raises(DataError, match=rf"part-00001\.u32: {algorithm} mismatch"):
+            TokenStore(d, verify=True)
+
+
 def test_too_many_tokens(source, tmp_path):
     _, paths = source
     with pytest.raises(DataError, match="hold only 30 instances"):
@@ -177,7 +208,7 @@ def test_resume_after_crash(source, tmp_path):
     redone = []
     m = slice_olmo(paths, 20 * L, out, on_part_done=redone.append, **kw)
     assert redone == [1, 3, 4, 5, 6]  # parts 0 and 2 were kept
-    assert [f["sha256"] for f in m["files"]] == [f["sha256"] for f in clean["files"]]
+    assert [f["xxh3_128"] for f in m["files"]] == [f["xxh3_128"] for f in clean["files"]]
     for f in m["files"]:
         assert (out / f["path"]).read_bytes() == (tmp_path / "clean" / f["path"]).read_bytes()
     TokenStore(out, verify=True)

@@ -6,7 +6,14 @@ import os
 import numpy as np
 import pytest
 
-from shapelm.data.tokens import TokenStore, iter_chunks, read_manifest, write_token_dir
+from shapelm.data.tokens import (
+    TokenStore,
+    fast_hash,
+    file_checksum,
+    iter_chunks,
+    read_manifest,
+    write_token_dir,
+)
 from shapelm.errors import DataError
 
 
@@ -66,6 +73,29 @@ def test_checksum_mismatch(tmp_path):
     a.tofile(f)
     TokenStore(d)  # sizes and ids fine
     with pytest.raises(DataError, match=r"part-00000\.u32: sha256 mismatch"):
+        TokenStore(d, verify=True)
+
+
+def test_either_checksum_verifies_and_identities_keep_sha256_values(tmp_path):
+    d = make_dir(tmp_path)
+    m = read_manifest(d)
+    sha256s = [f["sha256"] for f in m["files"]]
+    assert [file_checksum(f) for f in m["files"]] == sha256s  # pinned identities unchanged
+    for f in m["files"]:  # the slicer's kind of entry: xxh3-128 alone
+        h = fast_hash()
+        h.update((d / f["path"]).read_bytes())
+        del f["sha256"]
+        f["xxh3_128"] = h.hexdigest()
+    (d / "manifest.json").write_text(json.dumps(m))
+    TokenStore(d, verify=True)
+    assert [file_checksum(f) for f in m["files"]] == [f"xxh3_128:{f['xxh3_128']}" for f in m["files"]]
+    m["files"][1]["xxh3_128"] = "0" * 32
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DataError, match=r"part-00001\.u32: xxh3_128 mismatch \(manifest 0{32}, "):
+        TokenStore(d, verify=True)
+    del m["files"][1]["xxh3_128"]
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DataError, match=r"part-00001\.u32: no sha256 or xxh3_128 in the manifest"):
         TokenStore(d, verify=True)
 
 

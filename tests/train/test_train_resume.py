@@ -107,3 +107,21 @@ def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(setup, tmp_
     assert a.data["train_sha256"] and a.code["source_sha256"]
     other = ProvenanceRecord.from_dict({**a.to_dict(), "init_weights_sha256": "0" * 64})
     assert a.first_difference(other).startswith("initial weights")
+
+
+def test_data_identity_of_sha256_token_files_is_unchanged_and_xxh3_ones_differ(tmp_path):
+    """Committed provenance names its tokens by the sha256 over the files' sha256s: the slicer's
+    xxh3-128 parts must not move that value for a directory whose parts record sha256."""
+    import hashlib
+
+    import numpy as np
+
+    from shapelm.data.tokens import write_token_dir
+    from shapelm.train import provenance
+
+    m = write_token_dir(tmp_path / "tok", [np.arange(10), np.arange(5)], 1000, 999)
+    sha256s = "".join(f["sha256"] for f in m["files"])
+    assert provenance.data_identity(m)["train_sha256"] == hashlib.sha256(sha256s.encode()).hexdigest()
+    sliced = {**m, "files": [{**{k: v for k, v in f.items() if k != "sha256"}, "xxh3_128": "0" * 32}
+                             for f in m["files"]]}
+    assert provenance.data_identity(sliced)["train_sha256"] != provenance.data_identity(m)["train_sha256"]

@@ -121,7 +121,7 @@ def _inspect(args) -> int:
         if isinstance(m.get("instance_ids"), list):
             m["instance_ids"] = f"[{len(m['instance_ids'])} ids]"
         print(json.dumps(m, indent=1)[:20000])
-    print("ok: dtype, sizes, ids" + (", sha256" if args.verify else "") + " validated")
+    print("ok: dtype, sizes, ids" + (", checksums" if args.verify else "") + " validated")
     return 0
 
 
@@ -178,7 +178,7 @@ def add_data_commands(subparsers) -> argparse.ArgumentParser:
 
     i = sub.add_parser("inspect", help="print a token dir's manifest summary and validate it")
     i.add_argument("token_dir", help="a token directory (manifest.json + *.u32)")
-    i.add_argument("--verify", action="store_true", help="also check sha256 of every file")
+    i.add_argument("--verify", action="store_true", help="also check every file's checksum (sha256 or xxh3-128)")
     i.add_argument("--no-check-ids", action="store_true", help="skip the id < vocab scan")
     i.add_argument("--json", action="store_true", help="print the manifest")
     i.set_defaults(func=_inspect)

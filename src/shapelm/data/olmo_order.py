@@ -47,6 +47,7 @@ import numpy as np
 
 from shapelm.data.sources import RangeReader, is_url, source_sizes
 from shapelm.data.tokens import (
+    CHECKSUMS,
     DTYPE,
     MANIFEST,
     make_manifest,
@@ -55,6 +56,10 @@ from shapelm.errors import DataError
 from shapelm.files import open_temp, publish, write_bytes, write_json
 
 INSTANCE_LEN = 4096
+#: The checksum every part records (shapelm.data.tokens.CHECKSUMS): xxh3-128 hashes at several
+#: GB/s, so a slice keeps pace with a plain copy of its bytes even with no idle core; sha256
+#: (0.5-1.4 GB/s per core) held it to 0.35-0.67x (benchmarks/slice_throughput.py --busy).
+PART_CHECKSUM = "xxh3_128"
 SEED = 6198
 VOCAB_SIZE = 100278
 EOS_ID = 100257
@@ -313,12 +318,13 @@ def slice_olmo(
     ``paths``: local files or http(s) URLs, in the config's order. ``n_tokens``: an int or a
     string like ``"2.5B"``; ``ceil(n_tokens / instance_len)`` instances are written. The result is
     a token directory (docs/ARCHITECTURE.md) in training order; the manifest records the sources,
-    their sizes, the instance ids, seed, token count and per-file sha256. ``seq_len_out`` is the
-    window the consumer will use (2048 for the 113M run: each instance becomes two consecutive
-    sequences). Resumable (see module docstring); ``on_part_done(i)`` is called after part ``i`` is
-    committed. Each part is gathered ``chunk_instances`` at a time into two reused buffers while a
-    writer thread hashes and appends the previous chunk; ``workers`` threads read files
-    concurrently (useful for URLs). Returns the manifest.
+    their sizes, the instance ids, seed, token count and each part's checksum
+    (:data:`PART_CHECKSUM`; parts a resumed slice kept from an older version record sha256).
+    ``seq_len_out`` is the window the consumer will use (2048 for the 113M run: each instance
+    becomes two consecutive sequences). Resumable (see module docstring); ``on_part_done(i)`` is called after part ``i`` is
+    committed. Each part is gathered ``chunk_instances`` at a time into one reused buffer, whose
+    ids are checked, then written and hashed; ``workers`` threads read URLs concurrently.
+    Returns the manifest.
     """
     if not (instance_len % seq_len_out == 0 or seq_len_out % instance_len == 0):
         raise DataError(
@@ -369,42 +375,15 @@ def slice_olmo(
         disable=not progress,
     )
     chunk = max(1, min(chunk_instances, part_instances))
-    # reused gather buffers: one is filled while a writer thread appends and a hasher thread
-    # hashes the previous ones (both release the GIL), so sha256 costs little wall time
-    n_bufs = 3
-    bufs = [np.empty((chunk, instance_len), dtype=DTYPE) for _ in range(n_bufs)]
-    busy: list[tuple | None] = [None] * n_bufs
-    part_max = [0]
+    # One reused gather buffer, checked, written and hashed in this thread. The checksum runs at
+    # several GB/s, so there is little to overlap; handing chunks to writer and hasher threads
+    # made every chunk wait on them whenever other work held the cores (side by side on 2 busy
+    # shared cores: 0.3-1.3 GB/s, a median of 0.75, against a median of 1.0 in one thread).
+    buf = np.empty((chunk, instance_len), dtype=DTYPE)
     read_pool = ThreadPoolExecutor(workers) if workers > 1 else None
     maps = _LocalMaps(sources, counts, instance_len)
-    writer = ThreadPoolExecutor(1)
-    hasher = ThreadPoolExecutor(1)
-
-    def hash_and_max(h, raw: memoryview, view: np.ndarray) -> int:
-        h.update(raw)
-        return int(view.max()) if view.size else 0
-
-    def wait_slot(slot: int) -> None:
-        job, busy[slot] = busy[slot], None
-        if job is not None:
-            w, hm, view, f_idx, l_idx = job
-            w.result()
-            if hm.result() >= vocab_size:  # name the file, position and value
-                _check_part(view, f_idx, l_idx, sources, vocab_size)
-            part_max[0] = max(part_max[0], hm.result())
-
-    def wait_all() -> None:
-        errors = []
-        for slot in range(n_bufs):
-            try:
-                wait_slot(slot)
-            except BaseException as e:  # noqa: PERF203
-                errors.append(e)
-        if errors:
-            raise errors[0]
 
     try:
-        k = 0
         for i in range(n_parts):
             lo, hi = i * part_instances, min(n_sel, (i + 1) * part_instances)
             if str(i) in done:
@@ -412,50 +391,37 @@ def slice_olmo(
                 continue
             name = f"part-{i:05d}.u32"
             tmp = out / f".{name}.tmp"
-            h = hashlib.sha256()
-            part_max[0] = 0
+            h = CHECKSUMS[PART_CHECKSUM]()
+            part_max = 0
             with open_temp(tmp) as fh:
                 try:
                     for c_lo in range(lo, hi, chunk):
                         c_hi = min(hi, c_lo + chunk)
-                        slot = k % n_bufs
-                        k += 1
-                        wait_slot(slot)
-                        view = bufs[slot][: c_hi - c_lo]
+                        view = buf[: c_hi - c_lo]
                         f_idx, l_idx = locate(ids[c_lo:c_hi], counts)
                         _gather(view, f_idx, l_idx, sources, instance_len, read_pool, maps)
+                        # ids checked before a byte is written: the error names file and position
+                        chunk_max = _check_part(view, f_idx, l_idx, sources, vocab_size)
+                        part_max = max(part_max, chunk_max)
                         raw = memoryview(view).cast("B")
-                        busy[slot] = (
-                            writer.submit(fh.write, raw),
-                            hasher.submit(hash_and_max, h, raw, view),  # sha256 + id check
-                            view,
-                            f_idx,
-                            l_idx,
-                        )
+                        fh.write(raw)
+                        h.update(raw)
                         bar.update(view.nbytes)
-                    wait_all()
-                    fh.flush()
-                    os.fsync(fh.fileno())
                 except BaseException:
-                    try:
-                        wait_all()
-                    finally:
-                        fh.close()
-                        tmp.unlink(missing_ok=True)
+                    fh.close()
+                    tmp.unlink(missing_ok=True)
                     raise
-            publish(tmp, out / name)
+            publish(tmp, out / name)  # fsynced, renamed, the rename flushed
             done[str(i)] = {
                 "path": name,
                 "n_tokens": (hi - lo) * instance_len,
-                "sha256": h.hexdigest(),
-                "max_id": part_max[0],
+                PART_CHECKSUM: h.hexdigest(),
+                "max_id": part_max,
             }
             write_json(prog_path, {"plan": plan_key, "parts": done}, indent=1)
             if on_part_done is not None:
                 on_part_done(i)
     finally:
-        writer.shutdown(wait=True)
-        hasher.shutdown(wait=True)
         if read_pool is not None:
             read_pool.shutdown(wait=True)
         bar.close()

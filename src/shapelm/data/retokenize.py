@@ -41,6 +41,7 @@ from shapelm.data.tokens import (
     DTYPE,
     MANIFEST,
     TokenStore,
+    file_checksum,
     make_manifest,
     sha256_file,
 )
@@ -205,7 +206,7 @@ def retokenize(
     out.mkdir(parents=True, exist_ok=True)
     plan = {
         "version": FORMAT_VERSION,
-        "source_files": [[f["path"], f["n_tokens"], f.get("sha256")] for f in smeta["files"]],
+        "source_files": [[f["path"], f["n_tokens"], file_checksum(f)] for f in smeta["files"]],
         "source_tokenizer_sha256": source.sha256,
         "target_tokenizer_sha256": target.sha256,
         "source_eos_id": source.eos_id,

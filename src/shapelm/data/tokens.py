@@ -9,6 +9,14 @@ A token directory holds ``manifest.json`` and one or more raw, headerless, littl
 
 The stream (all files concatenated in manifest order) is already in training order.
 :class:`TokenStore` memory-maps the files and validates them on open; nothing is loaded whole.
+
+Every file entry records one checksum of its bytes, named by its key (:data:`CHECKSUMS`):
+``sha256`` (:func:`write_token_dir`, retokenized directories, and OLMo slices written before the
+slicer changed), or ``xxh3_128`` (OLMo slices: gigabytes written at the speed of a copy, which
+sha256 at ~0.5 GB/s per core would halve; benchmarks/slice_throughput.py). xxh3-128 catches any
+accidental change of the bytes (a torn write, bit rot, a truncated copy), not a deliberate forgery.
+:meth:`TokenStore.verify_checksums` verifies either; :func:`file_checksum` is the one string per
+file that identities (resume keys, provenance, a retokenized source) are made of.
 """
 
 from __future__ import annotations
@@ -57,6 +65,29 @@ def fast_hash():
     import xxhash
 
     return xxhash.xxh3_128()
+
+
+#: A file entry's checksum keys, each with its hash (hashlib-like); an entry records one of them.
+CHECKSUMS = {"sha256": hashlib.sha256, "xxh3_128": fast_hash}
+
+
+def checksum_algorithm(entry: dict, where: str | os.PathLike) -> str:
+    """The key of :data:`CHECKSUMS` a manifest file entry records (sha256 when both are)."""
+    for algorithm in CHECKSUMS:
+        if isinstance(entry.get(algorithm), str):
+            return algorithm
+    raise DataError(f"{where}: no {' or '.join(CHECKSUMS)} in the manifest to verify against")
+
+
+def file_checksum(entry: dict) -> str | None:
+    """The checksum a manifest file entry records, as one string: the sha256 hex digest as it
+    always was (so identities made of sha256 manifests keep their values), ``xxh3_128:<hex>``
+    for an xxh3-128 entry (never equal to a sha256), None for an entry with neither."""
+    if isinstance(entry.get("sha256"), str):
+        return entry["sha256"]
+    if isinstance(entry.get("xxh3_128"), str):
+        return f"xxh3_128:{entry['xxh3_128']}"
+    return None
 
 
 def as_token_array(arr: Any, vocab_size: int, name: str) -> np.ndarray:
@@ -239,7 +270,7 @@ class TokenStore:
     Validation on open: format and dtype (must be ``uint32``), every file present with byte size
     ``n_tokens * 4`` (a size of ``n_tokens * 2`` is reported as probable uint16 data), manifest
     totals consistent, and (``check_ids=True``) every id ``< vocab_size``, scanned in chunks.
-    ``verify=True`` also recomputes every file's sha256.
+    ``verify=True`` also recomputes every file's checksum (sha256 or xxh3-128, as recorded).
     """
 
     def __init__(self, path: str | os.PathLike, *, verify: bool = False, check_ids: bool = True):
@@ -279,19 +310,25 @@ class TokenStore:
 
     # -- validation -----------------------------------------------------------------------
     def verify_checksums(self, cache: str | os.PathLike | None = None) -> None:
-        """Every file's sha256 equals the manifest's.
+        """Every file's checksum equals the manifest's (its sha256 or its xxh3-128).
 
-        With `cache` (a small JSON file, e.g. in the run directory), the first verification also
-        records each file's fast hash (`fast_hash`, in the same read); later ones re-read every
-        file in full but compute only that hash (about the cost of the read), so a byte that
-        changed since, whatever its size and mtime say, is caught at the next start. A file
-        whose size or manifest sha256 changed is verified by sha256 again."""
+        An xxh3-128 entry is verified by that hash alone, at about the cost of the read. For a
+        sha256 entry, with `cache` (a small JSON file, e.g. in the run directory), the first
+        verification also records each file's fast hash (`fast_hash`, in the same read); later
+        ones re-read every file in full but compute only that hash (about the cost of the read),
+        so a byte that changed since, whatever its size and mtime say, is caught at the next
+        start. A file whose size or manifest sha256 changed is verified by sha256 again."""
         known = _read_checksum_cache(cache) if cache is not None else {}
         hashed = False
         for entry, f in zip(self.manifest["files"], self.files):
-            want = entry.get("sha256")
-            if want is None:
-                raise DataError(f"{f}: no sha256 in the manifest to verify against")
+            if checksum_algorithm(entry, f) == "xxh3_128":
+                fast = fast_hash()
+                digest_file(f, fast)
+                if fast.hexdigest() != entry["xxh3_128"]:
+                    raise DataError(f"{f}: xxh3_128 mismatch (manifest {entry['xxh3_128']}, "
+                                    f"file {fast.hexdigest()})")
+                continue
+            want = entry["sha256"]
             key, size = str(f.resolve()), f.stat().st_size
             seen = known.get(key)
             if (isinstance(seen, dict) and seen.get("size") == size

@@ -34,6 +34,7 @@ import torch
 from shapelm import files
 from shapelm.config import TrainRecipe, config_hash
 from shapelm.data.repetition import repetition_mask
+from shapelm.data.tokens import file_checksum
 from shapelm.errors import ConfigError, DataError, ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.train import checkpoint as ckpt
@@ -139,7 +140,7 @@ def _open_tokens(path: Path, cfg: ModelConfig, recipe: TrainRecipe, stop_step: i
 
     # ids are checked against the manifest's per-file max_id here and as each batch is read
     # (TokenStore.read_checked); a full scan of a multi-billion-token stream on every
-    # (re)start would cost minutes. The sha256s are verified by rank 0 (_verify_tokens).
+    # (re)start would cost minutes. The checksums are verified by rank 0 (_verify_tokens).
     store = TokenStore(path, check_ids=False)
     if store.vocab_size > cfg.vocab_size:
         raise DataError(
@@ -164,7 +165,7 @@ def _data_identity(store) -> dict[str, Any]:
     m = store.manifest
     return {
         "n_tokens": int(store.n_tokens),
-        "files": [[f.get("path"), f.get("n_tokens"), f.get("sha256")] for f in m["files"]],
+        "files": [[f.get("path"), f.get("n_tokens"), file_checksum(f)] for f in m["files"]],
     }
 
 
@@ -247,7 +248,7 @@ def train(
     created here and destroyed on return.
 
     Before the first update rank 0 checks that `out_dir` is writable, takes its lock (one
-    trainer per run directory) and verifies the token files' sha256; a disk failure later is
+    trainer per run directory) and verifies the token files' checksums; a disk failure later is
     a StorageError naming the file.
     """
     cfg, recipe = _resolve(run_config)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from shapelm.data.tokens import file_checksum
 from shapelm.numerics import numerics_settings
 from shapelm.records import ProvenanceRecord, read_metrics, is_val
 from shapelm.train.observe import git_commit
@@ -65,9 +66,9 @@ def environment(device: torch.device) -> dict[str, Any]:
 
 
 def data_identity(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The training tokens (sha256 over the files' digests) and the tokenizer and corpus the
-    manifest names."""
-    digests = "".join(str(f.get("sha256")) for f in manifest.get("files", []))
+    """The training tokens (sha256 over the files' checksums, `file_checksum`: a sha256
+    manifest's value is what it always was) and the tokenizer and corpus the manifest names."""
+    digests = "".join(str(file_checksum(f)) for f in manifest.get("files", []))
     return {
         "train_sha256": hashlib.sha256(digests.encode()).hexdigest(),
         "n_tokens": manifest.get("n_tokens"),
