@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # This machine sets PYTHONDONTWRITEBYTECODE, which makes every process recompile torch (~20 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: env test test-slow demo field dry-run plan lock bench clean-demo rehearse adopt-trained unlock check-reproduce
+.PHONY: env test test-slow demo field dry-run cost lock bench clean-demo rehearse adopt-trained unlock check-reproduce
 
 env: $(VENV)/.installed $(VENV)/.yte-guard
 
@@ -129,9 +129,9 @@ rehearse: env
 		$$($(PY) -c "from shapelm.plan.experiment import load_experiment as l; print(' '.join(f'work/rehearsal/runs/{n}/final/model.safetensors' for n in l('configs/paper.yaml').runs))")
 
 # GPU-hours of the three papers, then of the field's shapes at their papers' sizes.
-plan: env
-	$(VENV)/bin/shapelm plan configs/paper.yaml
-	$(VENV)/bin/shapelm plan configs/field-paper.yaml
+cost: env
+	$(VENV)/bin/shapelm cost configs/paper.yaml
+	$(VENV)/bin/shapelm cost configs/field-paper.yaml
 
 bench: env
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -11,7 +11,7 @@ after every row, so a kill leaves every finished row):
    place) vs bf16 at micro-batch 1, 2 and 4, and one optimizer step per micro-batch. Beside
    the whole-slice MFU, a block-only MFU: the block FLOPs over the step time less the
    separately timed output layer and loss (the slice spends ~27% of its FLOPs there, the real
-   8B ~5%), which is what `shapelm plan` uses for the 8B scale.
+   8B ~5%), which is what `shapelm cost` uses for the 8B scale.
 2. pair_906m: hg906m_conv vs hg906m_hg at equal settings (the paper's: compiled, selective,
    micro-batch 4), bf16 and FP8, and the hourglass/conventional MFU ratio.
 3. checkpoint: the trainer's sharded save (torch.distributed.checkpoint, as 3B/8B use it) of the
@@ -58,7 +58,7 @@ from shapelm import files  # noqa: E402
 from shapelm.model.config import AttentionShape, LayerShape, ModelConfig, run_model_config  # noqa: E402
 from shapelm.plan.runs import resolve_run  # noqa: E402
 
-#: Bumped when rows change meaning; `shapelm plan` (shapelm.plan.cost) reads this version.
+#: Bumped when rows change meaning; `shapelm cost` (shapelm.plan.cost) reads this version.
 SCHEMA = 2
 SECTIONS = ("slice_8b", "pair_906m", "checkpoint", "decode", "mixers")
 #: Share of the budget by which each section should have ended (a section's unused time passes on).

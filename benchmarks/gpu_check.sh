@@ -2,7 +2,7 @@
 # One command on one H100/H200, under 5 minutes: the 8B slice's training MFU (bf16 vs FP8,
 # micro-batch 1/2/4), the 906M conventional/hourglass pair, the sharded checkpoint save, Table
 # 12 decode and the Titans/Hope mixers. Writes benchmarks/results/gpu_check-<gpu>.json after
-# every row (read by `shapelm plan`); see benchmarks/gpu_check.py and benchmarks/README.md.
+# every row (read by `shapelm cost`); see benchmarks/gpu_check.py and benchmarks/README.md.
 #
 #     bash benchmarks/gpu_check.sh [--budget-s 260] [--only slice_8b,pair_906m] [--out FILE]
 #     bash benchmarks/gpu_check.sh --cpu-smoke --out FILE   # every row, tiny, on CPU

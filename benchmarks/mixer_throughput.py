@@ -5,7 +5,7 @@ Each mixer is timed as one block stack (`Transformer` of a conventional shape wh
 that mixer), forward and forward + backward, on the same batch; timings alternate between the
 mixers so that background load hits all alike, and the median is reported. Printed side by side
 with each mixer's tokens/s as a ratio to softmax attention's, and the ratio of the FLOP rates
-(tokens/s times the A.8 training FLOPs per token: what `shapelm plan` multiplies attention's MFU
+(tokens/s times the A.8 training FLOPs per token: what `shapelm cost` multiplies attention's MFU
 by for a run of that mixer until benchmarks/gpu_check.py measures it on a GPU). Mixer-specific
 knobs (Titans' chunk and window) are at their defaults unless given.
 

@@ -69,7 +69,7 @@ COMMANDS = {
     "bench": ("shapelm.commands.bench", "micro-benchmarks (decode latency, ...)"),
     "results": ("shapelm.commands.results", "tables and figures beside the papers' printed values"),
     "resolve": ("shapelm.commands.workflow", "write one run's resolved run config (JSON)"),
-    "plan": ("shapelm.commands.workflow", "GPU-hours per table and stage (measured or assumed MFU)"),
+    "cost": ("shapelm.commands.workflow", "GPU-hours per table and stage (measured or assumed MFU)"),
     "recipe": ("shapelm.commands.recipe_diff", "the paper's and the released code's training recipes"),
     "launch": ("shapelm.commands.launch", "start one process per GPU (srun in SLURM, else torchrun)"),
     "cluster": ("shapelm.commands.cluster", "checks against the SLURM cluster"),

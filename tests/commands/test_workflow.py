@@ -11,7 +11,7 @@ from shapelm.plan.experiment import load_experiment
 from shapelm.errors import ConfigError
 from shapelm.commands.launch import launch_command
 from shapelm.commands.cluster import PlannedJob, parse_dry_run, sbatch_command
-from shapelm.plan.cost import plan_rows
+from shapelm.plan.cost import cost_rows
 from shapelm.plan.jobs import (
     JobShape,
     cluster_settings,
@@ -155,8 +155,8 @@ def test_job_shape_of_a_cpu_experiment_is_one_process():
     assert job.world_size == 1 and job.launch() == "shapelm" and "gres" not in job.resources()
 
 
-def test_plan_counts_each_run_once_in_the_total():
-    rows = plan_rows(PAPER)
+def test_cost_counts_each_run_once_in_the_total():
+    rows = cost_rows(PAPER)
     total = rows[-1]
     assert total["runs"] == len(PAPER.runs)
     assert total["gpu_hours"] < sum(r["gpu_hours"] for r in rows[:-1])  # runs feed several tables

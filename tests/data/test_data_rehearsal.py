@@ -8,7 +8,7 @@ import pytest
 
 from shapelm.config import merge
 from shapelm.plan.experiment import load_experiment
-from shapelm.data import plan, rehearsal
+from shapelm.data import choices, rehearsal
 from shapelm.data.cli import main as data_cli
 from shapelm.data.tokenizer import load_tokenizer
 from shapelm.data.tokens import TokenStore, read_manifest
@@ -60,7 +60,7 @@ def test_overrides_and_layout(inputs):
 
 def test_every_paper_tokenizer_has_a_stand_in():
     paper = load_experiment("configs/paper.yaml")
-    used = {plan.run_tokenizer(plan.scale_data(paper.raw, s)) for s in paper.raw["scales"]}
+    used = {choices.run_tokenizer(choices.scale_data(paper.raw, s)) for s in paper.raw["scales"]}
     assert used <= set(rehearsal.STAND_INS)
 
 
@@ -120,10 +120,10 @@ def test_slice_over_http_then_retokenize(inputs, hub, tmp_path):
 def test_paper_config_on_the_rehearsal_inputs_plans_clean(inputs, hub):
     out, overrides, url = inputs
     cfg = merge(load_experiment("configs/paper.yaml").raw, {"data": substitute(overrides, url)["data"]})
-    assert plan.check_data(load_experiment(cfg)) == []
+    assert choices.check_data(load_experiment(cfg)) == []
     # the stand-ins' real sizes are what is checked: a model smaller than one is reported
     cfg["runs"]["lws_crown_18l"]["arch"]["vocab_size"] = 1000
-    (err,) = plan.check_data(load_experiment(cfg))
+    (err,) = choices.check_data(load_experiment(cfg))
     assert err.startswith("runs.lws_crown_18l: model vocab_size 1000") and "vocabulary 1027" in err
 
 

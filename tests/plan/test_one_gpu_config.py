@@ -8,7 +8,7 @@ import pytest
 
 from shapelm import reference as R
 from shapelm.plan.experiment import load_experiment
-from shapelm.plan.cost import plan_rows
+from shapelm.plan.cost import cost_rows
 from shapelm.results.power import TARGET_POWER, min_detectable, printed_seed_sigma, verdict_power
 
 CONFIG = "configs/one-gpu.yaml"
@@ -24,7 +24,7 @@ def exp():
 
 
 def test_each_paper_trains_within_a_day_on_one_gpu(exp):
-    rows = {r["table"]: r for r in plan_rows(exp)}
+    rows = {r["table"]: r for r in cost_rows(exp)}
     for table, *_ in PAIRS:
         assert 0 < rows[table]["stages"]["pretraining"] < 24, (table, rows[table]["stages"])
     for scale in exp.raw["scales"].values():

@@ -1,4 +1,4 @@
-"""`shapelm plan`: every stage counted, MFU per scale measured (benchmarks/results) or assumed."""
+"""`shapelm cost`: every stage counted, MFU per scale measured (benchmarks/results) or assumed."""
 
 import json
 from pathlib import Path
@@ -6,16 +6,16 @@ from pathlib import Path
 import pytest
 
 from shapelm.plan.experiment import load_experiment
-from shapelm.plan.cost import PLAN_STAGES, plan_rows, run_stage_gpu_hours
+from shapelm.plan.cost import COST_STAGES, cost_rows, run_stage_gpu_hours
 
 PAPER = load_experiment(Path(__file__).parents[2] / "configs" / "paper.yaml")
 
 
 def test_every_stage_is_counted_at_the_assumed_mfu(tmp_path):
-    rows = plan_rows(PAPER, tmp_path)
+    rows = cost_rows(PAPER, tmp_path)
     total = rows[-1]
-    assert set(total["stages"]) == set(PLAN_STAGES)
-    assert all(total["stages"][s] > 0 for s in PLAN_STAGES)
+    assert set(total["stages"]) == set(COST_STAGES)
+    assert all(total["stages"][s] > 0 for s in COST_STAGES)
     assert total["gpu_hours"] == pytest.approx(sum(total["stages"].values()))
     assert all(src.startswith("assumed 0.40") for src in total["mfu_source"].values())
     long = run_stage_gpu_hours(PAPER, "hg8b_hg", {})
@@ -37,7 +37,7 @@ def test_a_measurement_file_sets_that_scales_mfu(tmp_path):
         {**paper, "scale": "906M", "plan_mfu": 0.9, "paper_settings": False},
         {**paper, "scale": "906M", "plan_mfu": 0.9, "status": "error"}])
     gpu_check_file(tmp_path / "smoke.json", [{**paper, "scale": "8B", "plan_mfu": 0.01}], smoke=True)
-    total = plan_rows(PAPER, tmp_path)[-1]
+    total = cost_rows(PAPER, tmp_path)[-1]
     assert total["mfu_source"]["906M"].startswith("measured 0.200 on NVIDIA H200 (h200.json; MFU, FP8")
     assert total["mfu_source"]["8B"].startswith("assumed")
     from shapelm.plan.cost import measured_mfu
@@ -65,7 +65,7 @@ def test_titans_and_hope_runs_scale_their_mfu_by_their_mixer_flop_rate(tmp_path)
     from shapelm.plan.cost import MIXER_CPU_BENCHMARK, mixer_flop_rates
 
     cpu = {r["mixer"]: r["fwd_bwd_flop_rate_ratio"] for r in json.loads(MIXER_CPU_BENCHMARK.read_text())["rows"]}
-    sources = plan_rows(PAPER, tmp_path)[-1]["mfu_source"]
+    sources = cost_rows(PAPER, tmp_path)[-1]["mfu_source"]
     titans = sources["tapered760M titans"]
     assert f"x {cpu['titans']:.2f} for titans (assumed from the CPU mixer benchmark" in titans
     assert "hope_attention" in sources["tapered760M hope_attention"]
@@ -74,7 +74,7 @@ def test_titans_and_hope_runs_scale_their_mfu_by_their_mixer_flop_rate(tmp_path)
     assert slower["pretraining"] == pytest.approx(attention["pretraining"] / cpu["titans"])
     gpu_check_file(tmp_path / "h200.json", [
         {"status": "ok", "section": "mixers", "mixer": "titans", "flop_rate_ratio_to_attention": 0.8}])
-    measured = plan_rows(PAPER, tmp_path)[-1]["mfu_source"]["tapered760M titans"]
+    measured = cost_rows(PAPER, tmp_path)[-1]["mfu_source"]["tapered760M titans"]
     assert "x 0.80 for titans (measured on NVIDIA H200 (h200.json))" in measured
 
 

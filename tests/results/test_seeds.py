@@ -22,7 +22,7 @@ from shapelm.results.context import Context
 from shapelm.results.render import to_csv, to_markdown
 from shapelm.results.seeds import spread
 from shapelm.results.tables import build_table
-from shapelm.plan.cost import plan_rows
+from shapelm.plan.cost import cost_rows
 
 from results_fixtures import fake_ppl, write
 
@@ -95,7 +95,7 @@ def test_shipped_configs_repeat_the_lws_baselines():
     for exp in (paper, default):
         assert all("lws_throughput" in r["tables"] for n, r in exp.runs.items() if n.startswith("lws_"))
     # Each seed is a training of its own in the GPU-hour plan.
-    lws = {r["table"]: r for r in plan_rows(paper)}["lws_table3"]
+    lws = {r["table"]: r for r in cost_rows(paper)}["lws_table3"]
     assert lws["runs"] == 7 + 4
 
 

@@ -155,8 +155,8 @@ def test_errors_name_the_key(data, tmp_path):
         load_experiment(raw)
 
 
-def test_data_plan_slices_the_split():
-    from shapelm.data.plan import source_tokens, stream_tokens
+def test_data_choices_slice_the_split():
+    from shapelm.data.choices import source_tokens, stream_tokens
 
     raw = {"train_defaults": {"seq_len": 1024},
            "scales": {"s": {"train": {"total_tokens": "5.1e9", "eval_heldout_sequences": 9766}}}}

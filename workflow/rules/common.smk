@@ -55,7 +55,7 @@ WORK = paths.work_dir(E)
 RESULTS = paths.results_dir(E)
 FIGURES = paths.figures_dir(E)
 LOGS = paths.logs_dir(E)
-# Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs), to calibrate `shapelm plan`.
+# Wall time and memory of each heavy job (Snakemake's `benchmark:` TSVs), to calibrate `shapelm cost`.
 BENCHMARKS = paths.benchmarks_dir(E)
 # Jobs that checkpoint and resume (training, its segments, the YaRN finetune) are resubmitted
 # after a preemption or a time limit; nothing else is retried (a bad config fails once).

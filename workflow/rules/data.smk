@@ -3,7 +3,7 @@
 # ask only three functions: train_data(run), val_data(run) and tokenizer_for(run).
 import re
 
-from shapelm.data import plan as data_plan
+from shapelm.data import choices as data_choices
 
 if DEFAULT_SOURCE:
     CORPUS = f"{WORK}/data/corpus"
@@ -47,16 +47,16 @@ if DEFAULT_SOURCE:
 
 else:
     SCALES = list(dict.fromkeys(EXP.run(r)["scale"] for r in RUNS))
-    SCALE_DATA = {s: data_plan.scale_data(EXP.raw, s) for s in SCALES}
+    SCALE_DATA = {s: data_choices.scale_data(EXP.raw, s) for s in SCALES}
     RETOKENIZED = {
-        s: data_plan.tokenizer_slug(data_plan.run_tokenizer(d))
+        s: data_choices.tokenizer_slug(data_choices.run_tokenizer(d))
         for s, d in SCALE_DATA.items()
-        if data_plan.retokenizes(d)
+        if data_choices.retokenizes(d)
     }
     RETOK_TOKENIZER = {
-        data_plan.tokenizer_slug(
-            data_plan.run_tokenizer(SCALE_DATA[s])
-        ): data_plan.run_tokenizer(SCALE_DATA[s])
+        data_choices.tokenizer_slug(
+            data_choices.run_tokenizer(SCALE_DATA[s])
+        ): data_choices.run_tokenizer(SCALE_DATA[s])
         for s in RETOKENIZED
     }
     # every validation set some run evaluates on, in first-seen order (one download job)
@@ -81,7 +81,7 @@ else:
         re-encoded scale, N = total_tokens x data.retokenize.over_slice dolma2 tokens.
         """
         input:
-            fetched=fetched_tokenizer(data_plan.source_tokenizer(DATA)),
+            fetched=fetched_tokenizer(data_choices.source_tokenizer(DATA)),
         output:
             f"{WORK}/data/{{scale}}/train/manifest.json",
         log:
@@ -95,11 +95,11 @@ else:
             cpus_per_task=min(8, NODE_CPUS),
             mem_mb=16000,
         params:
-            tokens=lambda w: data_plan.source_tokens(EXP.raw, w.scale),
+            tokens=lambda w: data_choices.source_tokens(EXP.raw, w.scale),
             seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
             root=option("--root", OLMO.get("root")),
             paths=option("--paths", OLMO.get("paths")),
-            tokenizer=data_plan.source_tokenizer(DATA),
+            tokenizer=data_choices.source_tokenizer(DATA),
         shell:
             'shapelm data slice "$(dirname {output:q})" --tokens {params.tokens:q} '
             "--seq-len-out {params.seq_len:q} --tokenizer {params.tokenizer:q} "
@@ -112,7 +112,7 @@ else:
         input:
             tokens=f"{WORK}/data/{{scale}}/train/manifest.json",
             fetched=lambda w: fetched_tokenizer(
-                data_plan.source_tokenizer(SCALE_DATA[w.scale])
+                data_choices.source_tokenizer(SCALE_DATA[w.scale])
             )
             + fetched_tokenizer(RETOK_TOKENIZER[w.tok]),
         output:
@@ -129,14 +129,14 @@ else:
             cpus_per_task=min(16, NODE_CPUS),
             mem_mb=16000,
         params:
-            source_tokenizer=lambda w: data_plan.source_tokenizer(SCALE_DATA[w.scale]),
+            source_tokenizer=lambda w: data_choices.source_tokenizer(SCALE_DATA[w.scale]),
             tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
-            tokens=lambda w: data_plan.stream_tokens(EXP.raw, w.scale),
+            tokens=lambda w: data_choices.stream_tokens(EXP.raw, w.scale),
             seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),
             context=lambda w: f"scales.{w.scale}",
             hint=lambda w: (
                 f"raise scales.{w.scale}.data.retokenize.over_slice "
-                f"(now {data_plan.over_slice(SCALE_DATA[w.scale])})"
+                f"(now {data_choices.over_slice(SCALE_DATA[w.scale])})"
             ),
         shell:
             'shapelm data retokenize "$(dirname {input.tokens:q})" "$(dirname {output:q})" '
@@ -146,7 +146,7 @@ else:
 
     rule validation_sets:
         input:
-            fetched=fetched_tokenizer(data_plan.source_tokenizer(DATA)),
+            fetched=fetched_tokenizer(data_choices.source_tokenizer(DATA)),
         output:
             expand(f"{WORK}/data/val/{{vset}}/manifest.json", vset=ALL_VAL_SETS),
         log:
@@ -155,7 +155,7 @@ else:
             out=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
             sets=",".join(ALL_VAL_SETS),
             root=option("--root", OLMO.get("validation_root")),
-            tokenizer=data_plan.source_tokenizer(DATA),
+            tokenizer=data_choices.source_tokenizer(DATA),
         shell:
             "shapelm data validation {params.out:q} --sets {params.sets:q} "
             "--tokenizer {params.tokenizer:q} {params.root:q} > {log:q} 2>&1"
@@ -164,7 +164,7 @@ else:
         """A dolma2 validation set in a re-encoded scale's tokenizer, for its eval_ppl."""
         input:
             tokens=f"{WORK}/data/val/{{vset}}/manifest.json",
-            fetched=lambda w: fetched_tokenizer(data_plan.source_tokenizer(DATA))
+            fetched=lambda w: fetched_tokenizer(data_choices.source_tokenizer(DATA))
             + fetched_tokenizer(RETOK_TOKENIZER[w.tok]),
         output:
             f"{WORK}/data/val-{{tok}}/{{vset}}/manifest.json",
@@ -174,7 +174,7 @@ else:
             tok=TOK_RE,
             vset=VSET_RE,
         params:
-            source_tokenizer=data_plan.source_tokenizer(DATA),
+            source_tokenizer=data_choices.source_tokenizer(DATA),
             tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
             context=lambda w: f"validation set {w.vset}",
         shell:
@@ -205,7 +205,7 @@ else:
 
     def tokenizer_for(run):
         """The tokenizer the run's evaluation uses: the one its tokens are in."""
-        return data_plan.run_tokenizer(EXP.run(run)["data"])
+        return data_choices.run_tokenizer(EXP.run(run)["data"])
 
 
 def tokenizer_of_job(wildcards, input):

@@ -7,7 +7,7 @@ See docs/DATA.md. Public entry points::
     from shapelm.data import check_data
 
 Also: ``shapelm.data.retokenize`` (re-encoding a token dir with another tokenizer, same order),
-``shapelm.data.plan`` (per-scale data decisions, plan-time checks) and ``shapelm.data.rehearsal``
+``shapelm.data.choices`` (data choices per scale, plan-time data checks) and ``shapelm.data.rehearsal``
 (CPU-sized inputs in the real formats, a Range-capable server).
 """
 
@@ -31,7 +31,7 @@ def __getattr__(name):  # lazy: these pull in tokenizers / yaml
 
         return getattr(tokenizer, name)
     if name == "check_data":
-        from shapelm.data.plan import check_data
+        from shapelm.data.choices import check_data
 
         return check_data
     if name in ("build_default_corpus", "default_documents"):

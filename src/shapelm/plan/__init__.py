@@ -9,7 +9,7 @@
     shapelm.plan.document    its one reader: `read_plan(path) -> Plan`
     shapelm.plan.jobs        the SLURM jobs: job shapes, training segments, resources, launch prefixes,
                              the run configs each training job reads
-    shapelm.plan.cost        GPU-hours per table and stage (`shapelm plan`)
+    shapelm.plan.cost        GPU-hours per table and stage (`shapelm cost`)
 
 `paths`, `decode` and `document` import the standard library only (an experiment is read through
 its `runs` and `raw` attributes), so `shapelm.results` reads them, and builds every table and

@@ -3,7 +3,7 @@
 `check_experiment(exp)` returns every problem it finds, each naming the run (or scale) and the
 config key; `plan_experiment` loads a config and raises them together (`raise_on`), and
 `workflow_experiment` is what the Snakefile calls: the same, ended with one `shapelm: error:`
-message and no traceback. The data checks live with the data code (shapelm.data.plan), the
+message and no traceback. The data checks live with the data code (shapelm.data.choices), the
 long-context ones with the long-context code (shapelm.longctx.plan); this module adds what a
 job asks of the cluster.
 """
@@ -22,7 +22,7 @@ from shapelm.model.config import run_model_config
 
 
 def _stage_checks(exp: Experiment) -> list[str]:
-    from shapelm.data.plan import check_data
+    from shapelm.data.choices import check_data
     from shapelm.longctx.plan import check_longctx
 
     from shapelm.plan.inputs import fetched_by_job

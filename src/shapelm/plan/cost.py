@@ -1,4 +1,4 @@
-"""GPU-hours of an experiment, every stage counted (`shapelm plan`): training FLOPs at each
+"""GPU-hours of an experiment, every stage counted (`shapelm cost`): training FLOPs at each
 scale's measured MFU (benchmarks/gpu_check.py's files in benchmarks/results) or its assumed one,
 evaluation and decode at their jobs' requested GPU time (`shapelm.plan.jobs.STAGE_RUNTIME_MIN`)."""
 
@@ -22,10 +22,10 @@ MIXER_CPU_BENCHMARK = MEASUREMENTS_DIR / "mixer_throughput-cpu.json"
 #: The gpu_check JSON layout this reader understands (benchmarks/gpu_check.py SCHEMA).
 GPU_CHECK_SCHEMA = 2
 
-#: Plan stages, in pipeline order. Compute-counted ones are FLOPs at the scale's MFU; the others
-#: are their jobs' requested GPU time (STAGE_RUNTIME_MIN: evaluation and decode latency are
-#: short, latency-bound jobs that FLOPs do not describe).
-PLAN_STAGES = ("pretraining", "yarn_finetune", "evaluation", "proofpile", "ruler", "decode")
+#: The stages counted, in pipeline order. Compute-counted ones are FLOPs at the scale's MFU; the
+#: others are their jobs' requested GPU time (STAGE_RUNTIME_MIN: evaluation and decode latency
+#: are short, latency-bound jobs that FLOPs do not describe).
+COST_STAGES = ("pretraining", "yarn_finetune", "evaluation", "proofpile", "ruler", "decode")
 
 
 def gpu_check_rows(directory: str | os.PathLike | None = None) -> list[tuple[dict[str, Any], str, str]]:
@@ -111,7 +111,7 @@ def _mfu(exp: Experiment, run: dict[str, Any], measured: dict[str, dict[str, Any
 
 
 def mfu_key(run: dict[str, Any]) -> str:
-    """The plan's MFU line of a run: its scale, and its mixer when that is not attention."""
+    """A run's MFU line in `shapelm cost`: its scale, and its mixer when that is not attention."""
     mixer = run_mixer(run)
     return run["scale"] if mixer == "attention" else f"{run['scale']} {mixer}"
 
@@ -122,11 +122,11 @@ def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str
     run = exp.run(name)
     res = run_resources(exp, run)
     if not int(res.get("gpus", 0)):
-        return dict.fromkeys(PLAN_STAGES, 0.0)
+        return dict.fromkeys(COST_STAGES, 0.0)
     mfu, _ = _mfu(exp, run, measured, mixers)
     per_gpu = float(res.get("gpu_peak_tflops", 989)) * 1e12 * mfu
     cfg = run_model_config(run)
-    hours = dict.fromkeys(PLAN_STAGES, 0.0)
+    hours = dict.fromkeys(COST_STAGES, 0.0)
     hours["pretraining"] = total_train_flops(run) / per_gpu / 3600
     downstream = STAGE_RUNTIME_MIN["downstream"] if run["eval"].get("tasks", ["olmo"]) else 0
     hours["evaluation"] = (STAGE_RUNTIME_MIN["eval_ppl"] + downstream) / 60
@@ -148,8 +148,8 @@ def run_stage_gpu_hours(exp: Experiment, name: str, measured: dict[str, dict[str
     return hours
 
 
-def plan_rows(exp: Experiment, measurements: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """GPU-hours per table, every stage counted (PLAN_STAGES), each scale at its measured MFU
+def cost_rows(exp: Experiment, measurements: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """GPU-hours per table, every stage counted (COST_STAGES), each scale at its measured MFU
     (benchmarks/results) or its assumed one, a Titans / Hope run at that times its mixer's FLOP
     rate; rows carry the per-stage split and `mfu_source` ({scale or "scale mixer": source})."""
     measured, mixers = measured_mfu(measurements), mixer_flop_rates(measurements)
@@ -157,7 +157,7 @@ def plan_rows(exp: Experiment, measurements: str | os.PathLike | None = None) ->
 
     def empty(table: str) -> dict[str, Any]:
         return {"table": table, "runs": 0, "flops": 0.0, "gpu_hours": 0.0,
-                "stages": dict.fromkeys(PLAN_STAGES, 0.0)}
+                "stages": dict.fromkeys(COST_STAGES, 0.0)}
 
     total = empty("TOTAL (each run once)")
     sources: dict[str, str] = {}

@@ -3,7 +3,7 @@
 baselines, evaluation task names) and for where its names put outputs (`check_output_paths`).
 
 `shapelm.config` holds the schema and the loader, `shapelm.plan.runs` run resolution; the checks here need the
-evaluation task registry and the per-scale data plan, which sit above it.
+evaluation task registry and the per-scale data choices, which sit above it.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from shapelm.config import (
     seed_instances,
     validate_schema,
 )
-from shapelm.data.plan import retokenizes, run_tokenizer, scale_data, tokenizer_slug
+from shapelm.data.choices import retokenizes, run_tokenizer, scale_data, tokenizer_slug
 from shapelm.errors import EvalError
 from shapelm.evaluation.standins import standin_tasks
 from shapelm.evaluation.tasks import expand_task_names, task_source_problem

@@ -162,13 +162,13 @@ def experiment_inputs(exp) -> dict[str, Input]:
 
 
 def _tokenizers(exp) -> list[tuple[str, str]]:
-    from shapelm.data import plan as data_plan
+    from shapelm.data import choices as data_choices
 
-    out = [(data_plan.source_tokenizer(exp.section("data")), "data (the slicer's source tokenizer)")]
+    out = [(data_choices.source_tokenizer(exp.section("data")), "data (the slicer's source tokenizer)")]
     for scale in dict.fromkeys(exp.run(r)["scale"] for r in exp.runs):
-        data = data_plan.scale_data(exp.raw, scale)
-        out.append((data_plan.source_tokenizer(data), f"scale {scale}"))
-        out.append((data_plan.run_tokenizer(data), f"scale {scale} (data.tokenizer)"))
+        data = data_choices.scale_data(exp.raw, scale)
+        out.append((data_choices.source_tokenizer(data), f"scale {scale}"))
+        out.append((data_choices.run_tokenizer(data), f"scale {scale} (data.tokenizer)"))
     return out
 
 

@@ -5,8 +5,8 @@ sets and on a held-out split of its own training stream, one "val" record in met
 that follow the last instance the run trains on: global instances [T*B, T*B + n) of the token
 stream (T = total_steps, B = batch_sequences). Update s reads only instances [(s-1)*B, s*B), so
 the run never trains on them; they depend on the recipe alone, not on the world size, the micro
-batch or any resume, and every run of a scale with the same budget shares them. The data plan
-slices them with the budget (`shapelm.data.plan.stream_tokens`).
+batch or any resume, and every run of a scale with the same budget shares them. The data rules
+slice them with the budget (`shapelm.data.choices.stream_tokens`).
 
 **When**: after update s whenever s * batch_tokens reaches a multiple of eval_every (the first
 update at or past each multiple), and after the last update; before that step's checkpoint, so a
@@ -92,7 +92,7 @@ class Evaluator:
                     f"{train_store.path}: {have:,} instances of seq_len {seq}, but the training "
                     f"budget ({first:,} instances) plus train.eval_heldout_sequences={n:,} needs "
                     f"{first + n:,} ({(first + n) * seq:,} tokens); slice the data with the split "
-                    f"(shapelm.data.plan.stream_tokens) or lower train.eval_heldout_sequences"
+                    f"(shapelm.data.choices.stream_tokens) or lower train.eval_heldout_sequences"
                 )
             self.sets.append(EvalSet(HELDOUT_SPLIT, train_store, first, n))
         taken = {HELDOUT_SPLIT}

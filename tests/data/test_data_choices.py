@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from shapelm.plan.experiment import load_experiment
-from shapelm.data import plan
+from shapelm.data import choices
 from shapelm.data.tokenizer import train_bpe
 
 BASE = {
@@ -31,7 +31,7 @@ def errors_of(edit=None):
     cfg = copy.deepcopy(BASE)
     if edit:
         edit(cfg)
-    return plan.check_data(load_experiment(cfg))
+    return choices.check_data(load_experiment(cfg))
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +45,7 @@ def _no_local_tokenizers(tmp_path, monkeypatch):
 def test_sound_configs_have_no_errors():
     assert errors_of() == []
     for path in ("configs/paper.yaml", "configs/default.yaml", "configs/ci.yaml"):
-        assert plan.check_data(load_experiment(path)) == [], path
+        assert choices.check_data(load_experiment(path)) == [], path
 
 
 def test_model_vocab_smaller_than_the_data_vocabulary():
@@ -171,13 +171,13 @@ def test_missing_path_list(tmp_path):
 
 def test_workflow_helpers():
     raw = load_experiment(BASE).raw
-    assert plan.source_tokens(raw, "s113M") == 1024
-    assert plan.source_tokens(raw, "tapered440M") == 2560  # total_tokens x over_slice
-    assert plan.tokenizer_slug("meta-llama/Llama-2-7b-hf") == "meta-llama--Llama-2-7b-hf"
-    slug = plan.tokenizer_slug("/data/toks/tokenizer.json")
+    assert choices.source_tokens(raw, "s113M") == 1024
+    assert choices.source_tokens(raw, "tapered440M") == 2560  # total_tokens x over_slice
+    assert choices.tokenizer_slug("meta-llama/Llama-2-7b-hf") == "meta-llama--Llama-2-7b-hf"
+    slug = choices.tokenizer_slug("/data/toks/tokenizer.json")
     assert slug.startswith("tokenizer.json-") and "/" not in slug
     paper = load_experiment("configs/paper.yaml")
-    tokenizers = {s: plan.run_tokenizer(plan.scale_data(paper.raw, s)) for s in paper.raw["scales"]}
+    tokenizers = {s: choices.run_tokenizer(choices.scale_data(paper.raw, s)) for s in paper.raw["scales"]}
     assert tokenizers["tapered440M"] == "meta-llama/Llama-2-7b-hf"
     assert tokenizers["lws190M"] == "allenai/gpt-neox-olmo-dolma-v1_5"
     assert tokenizers["906M"] == "allenai/dolma2-tokenizer"

@@ -1,4 +1,5 @@
-"""Plan-time data decisions and checks: what each scale trains on, and what would fail later.
+"""Data choices per scale, and the plan-time data checks: what each scale trains on, and what
+would fail later.
 
 A run's data section is the top-level ``data:`` merged with its scale's ``data:``
 (``shapelm.plan.runs.resolve_run``). Keys (docs/DATA.md section 7):
@@ -217,7 +218,7 @@ def _path_errors(data: dict[str, Any]) -> list[str]:
 
 def check_data(exp) -> list[str]:
     """Every data problem of an experiment (an ``Experiment`` from ``load_experiment``), as
-    messages naming the run or scale and the config key; empty when the data plan is sound."""
+    messages naming the run or scale and the config key; empty when the data choices are sound."""
     raw = exp.raw
     errors: list[str] = []
     vocab_cache: dict[str, int | None] = {}
