@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # This machine sets PYTHONDONTWRITEBYTECODE, which makes every process recompile torch (~20 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: env test test-slow demo field dry-run cost lock bench clean-demo rehearse adopt-trained unlock check-reproduce
+.PHONY: env test test-slow demo field compare dry-run cost lock bench clean-demo rehearse adopt-trained unlock check-reproduce
 
 env: $(VENV)/.installed $(VENV)/.yte-guard
 
@@ -73,25 +73,44 @@ then echo "results/$$exp reproduces the committed numbers: $$(tail -n 1 logs/$$e
 else echo "results/$$exp differs from the committed numbers (logs/$$exp/compare.txt): $$(tail -n 1 logs/$$exp/compare.txt)"; fi
 endef
 
-# The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU. Then the
-# paper's analytic build: every paper table with its shape, parameter and FLOP checks beside the
-# printed values, filled from configs/paper.yaml alone (metrics pending until runs exist). The
-# `run:` jobs only write small JSON files: with --force-use-threads they run in Snakemake's own
-# process rather than each in a new one that reads the workflow again.
+# The whole DAG at tiny scale on the embedded corpus: every table and figure, on CPU. Beside it,
+# as a second Snakemake process (its own experiment, disjoint outputs, its log in
+# logs/field/snakemake.log), the field's newer shapes against their uniform baseline at equal
+# parameters (FIELD, configs/field.yaml: results/field and paper_figures/field; FIELD= leaves it
+# out), and the paper's analytic build: every paper table with its shape, parameter and FLOP
+# checks beside the printed values, filled from configs/paper.yaml alone (metrics pending until
+# runs exist). Run side by side, each fills the other's idle core: the default's DAG starts and
+# ends with one job at a time (the corpus, the tables). The `run:` jobs only write small JSON
+# files: with --force-use-threads they run in Snakemake's own process rather than each in a new
+# one that reads the workflow again.
+FIELD ?= configs/field.yaml
 demo: env
 	@$(unlock_if_idle)
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete \
-		--force-use-threads
+	@set -u; pids=""; \
+	if [ -n "$(FIELD)" ]; then \
+	  mkdir -p logs/field; echo "the field's shapes ($(FIELD)) run beside it: logs/field/snakemake.log"; \
+	  $(VENV)/bin/snakemake --cores $(CORES) --configfile $(FIELD) --printshellcmds --rerun-incomplete \
+	    --force-use-threads > logs/field/snakemake.log 2>&1 & pids="$$pids $$!"; \
+	fi; \
+	mkdir -p logs/paper; \
 	$(VENV)/bin/shapelm results build configs/paper.yaml --results-dir results/paper \
-		--figures-dir paper_figures/paper --work-dir work/paper
+	  --figures-dir paper_figures/paper --work-dir work/paper > logs/paper/results.log 2>&1 & pids="$$pids $$!"; \
+	rc=0; $(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete \
+	  --force-use-threads || rc=$$?; \
+	for pid in $$pids; do wait $$pid || rc=$$?; done; \
+	if [ -n "$(FIELD)" ]; then tail -n 3 logs/field/snakemake.log; fi; tail -n 1 logs/paper/results.log; \
+	exit $$rc
 	@$(compare_with_committed)
+	@if [ -n "$(FIELD)" ]; then $(MAKE) --no-print-directory compare CONFIG=$(FIELD); fi
 
-# The field's newer shapes against their uniform baseline at equal parameters (configs/field.yaml:
-# its own experiment, results/field and paper_figures/field; 1 min 43 s from nothing on 2 cores).
-# Apart from `make demo`, which already takes 11-12 of its 12 minutes: with it, 14 min.
+# The field's shapes alone (what `make demo` runs beside the default's DAG).
 field: env
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile configs/field.yaml --printshellcmds --rerun-incomplete \
 		--force-use-threads
+
+# Did this tree reproduce the committed numbers of CONFIG's experiment (see compare_with_committed)?
+compare: env
+	@$(compare_with_committed)
 
 # Does this machine compute the committed numbers bit for bit? In a scratch copy of the tree:
 # the tiny corpus and one tiny run (REPRO_RUN) from nothing, its held-out PPL and provenance,

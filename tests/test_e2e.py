@@ -50,21 +50,30 @@ def test_tiny_target_through_real_slurm(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_default_dag_end_to_end(tmp_path):
-    """The whole tiny DAG from nothing (corpus, 16 runs, every evaluation, table and figure) in a
-    copy of the tree, then every committed number of results/default reproduced bit for bit:
-    the corpus is pinned by content and the CPU numerics by shapelm.numerics (docs/TRAINING.md,
-    "Reproducibility"). Timings are not numbers a rerun reproduces; they are left out."""
+def test_make_demo_end_to_end(tmp_path):
+    """`make demo` as the README types it, in a copy of the tree with nothing computed: the tiny
+    DAG from nothing (corpus, 16 runs, every evaluation, table and figure) with the field's
+    shapes beside it (8 runs), then every committed number of results/default and results/field
+    reproduced bit for bit: the corpus is pinned by content and the CPU numerics by
+    shapelm.numerics (docs/TRAINING.md, "Reproducibility"). Timings are not numbers a rerun
+    reproduces; they are left out."""
     repo = copy_repo(tmp_path / "repo")
-    for committed in ("runs", "tables"):
-        shutil.rmtree(repo / "results" / "default" / committed, ignore_errors=True)
-    _snakemake(["--cores", "2", "--force-use-threads"], repo, 2400)  # as `make demo` runs it
+    for exp in ("default", "field"):
+        for committed in ("runs", "tables"):
+            shutil.rmtree(repo / "results" / exp / committed, ignore_errors=True)
+    venv = VENV_BIN.parent
+    cmd = ["timeout", "-s", "INT", "-k", "20", "2400", "make", "demo", f"VENV={venv}"]
+    proc = subprocess.run(cmd, cwd=repo, env=user_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(Path(repo, "logs").rglob("*.log")))
+        pytest.fail(f"make demo failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}\n{logs}")
     from shapelm.plan.build import load_plan
     from shapelm.results import artifacts
     from shapelm.results.compare import compare
 
-    for artifact in artifacts(load_plan(repo / "configs" / "default.yaml")):
-        assert (repo / artifact["path"]).exists(), artifact["path"]
-    lines, failures = compare(repo / "results" / "default", ROOT / "results" / "default", exact=True)
-    print(lines[-1])
-    assert failures == 0, "\n".join(lines[:40] + lines[-3:])
+    for exp in ("default", "field"):
+        for artifact in artifacts(load_plan(repo / "configs" / f"{exp}.yaml")):
+            assert (repo / artifact["path"]).exists(), artifact["path"]
+        lines, failures = compare(repo / "results" / exp, ROOT / "results" / exp, exact=True)
+        print(exp, lines[-1])
+        assert failures == 0, "\n".join(lines[:40] + lines[-3:])

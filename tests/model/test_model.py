@@ -75,6 +75,25 @@ def test_loss_ignores_masked_labels_and_chunked_loss_matches():
     torch.testing.assert_close(full.loss, ce + 1e-2 * z)
     chunked.loss.backward()  # checkpointed chunks still give gradients
     assert model.lm_head.weight.grad is not None
+    with torch.no_grad():  # no gradients: the chunks are summed without recomputation, same bits
+        assert torch.equal(model(x, labels, z_loss_multiplier=1e-2, return_logits=False,
+                                 loss_chunk_tokens=7).loss, chunked.loss.detach())
+
+
+def test_evaluation_sums_the_loss_chunks_without_checkpoint(monkeypatch):
+    # torch.utils.checkpoint loads torch._dynamo on first use (about a second of each evaluation
+    # process's start); without gradients there is nothing to recompute
+    import shapelm.model.transformer as transformer
+
+    model = build_model(build_model_config(tiny_arch()))
+    x = torch.randint(0, 97, (2, 16))
+    calls = []
+    monkeypatch.setattr(transformer, "checkpoint", lambda fn, *a, **k: calls.append(1) or fn(*a))
+    with torch.no_grad():
+        model(x, x, return_logits=False, loss_chunk_tokens=7)
+    assert calls == []
+    model(x, x, return_logits=False, loss_chunk_tokens=7)  # training still recomputes each chunk
+    assert len(calls) == 5
 
 
 def test_init_is_truncated_normal_002():

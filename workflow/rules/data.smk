@@ -129,7 +129,9 @@ else:
             cpus_per_task=min(16, NODE_CPUS),
             mem_mb=16000,
         params:
-            source_tokenizer=lambda w: data_choices.source_tokenizer(SCALE_DATA[w.scale]),
+            source_tokenizer=lambda w: data_choices.source_tokenizer(
+                SCALE_DATA[w.scale]
+            ),
             tokenizer=lambda w: RETOK_TOKENIZER[w.tok],
             tokens=lambda w: data_choices.stream_tokens(EXP.raw, w.scale),
             seq_len=lambda w: EXP.raw["scales"][w.scale]["train"].get("seq_len", 4096),

@@ -254,9 +254,15 @@ def _chunk_sums(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor):
 def _chunked_loss_sums(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk: int):
     ce_total = h.new_zeros((), dtype=torch.float32)
     z_total = h.new_zeros((), dtype=torch.float32)
+    # Without gradients there is nothing to recompute; torch's `checkpoint` would only load
+    # torch._dynamo (about a second of every evaluation process's start) to run the same sums.
+    recompute = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)
     for start in range(0, h.shape[0], chunk):
         sl = slice(start, start + chunk)
-        ce, z = checkpoint(_chunk_sums, h[sl], weight, labels[sl], use_reentrant=False)
+        if recompute:
+            ce, z = checkpoint(_chunk_sums, h[sl], weight, labels[sl], use_reentrant=False)
+        else:
+            ce, z = _chunk_sums(h[sl], weight, labels[sl])
         ce_total, z_total = ce_total + ce, z_total + z
     return ce_total, z_total, (labels != -100).sum()
 
