@@ -57,6 +57,18 @@ def _table_caption(name: str) -> str:
             f"'pending' marks runs not finished yet. Paper caption: {paper}")
 
 
+def reproduces_papers(plan: Plan) -> bool:
+    """Whether a run of this experiment lists one of the papers' tables or figures: then the
+    papers' tables, figures and derived claims are all written, pending where nothing has run
+    (the plan's full scope). An experiment of other shapes only (configs/field.yaml) writes its
+    own tables and the analyses, not three papers' worth of empty ones."""
+    from shapelm.results.figures import FIGURES
+    from shapelm.results.tables import paper_tables
+
+    papers = set(paper_tables()) | set(FIGURES)
+    return any(t in papers for run in plan.runs.values() for t in run["tables"])
+
+
 def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
               figures_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """Every file `build_results` writes, in a fixed order, with captions for the report."""
@@ -66,8 +78,9 @@ def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
 
     rdir = Path(results_dir) if results_dir is not None else Path(plan.paths["results"])
     fdir = Path(figures_dir) if figures_dir is not None else Path(plan.paths["figures"])
+    papers = reproduces_papers(plan)
     out: list[dict[str, Any]] = []
-    for name in regenerated_tables(plan):
+    for name in regenerated_tables(plan, papers):
         caption = _table_caption(name)
         for ext in ("csv", "md", "tex", "html"):
             out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
@@ -76,7 +89,7 @@ def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
     claims_caption = ("The papers' derived claims (Figure 4 fits and compute saving, decode asymptotes, KV "
                       "reductions, parameter matching, ...) beside the printed claims: recomputed from the "
                       "paper's own printed inputs and from ours.")
-    for ext in ("csv", "md", "html"):
+    for ext in ("csv", "md", "html") if papers else ():
         out.append({"path": str(rdir / "tables" / f"{CLAIMS_NAME}.{ext}"), "kind": "table", "name": CLAIMS_NAME,
                     "format": ext, "caption": claims_caption, "caption_path": f"{REPORT_DIR}/{CLAIMS_NAME}.rst",
                     "category": _category(CLAIMS_NAME), "report": ext == "html"})
@@ -86,7 +99,7 @@ def artifacts(plan: Plan, results_dir: str | os.PathLike | None = None,
             out.append({"path": str(rdir / "tables" / f"{name}.{ext}"), "kind": "table", "name": name,
                         "format": ext, "caption": caption, "caption_path": f"{REPORT_DIR}/{name}.rst",
                         "category": _category(name), "report": ext == "html"})
-    figures = {**{n: c for n, (_, c) in FIGURES.items()},
+    figures = {**{n: c for n, (_, c) in FIGURES.items() if papers},
                **{n: analyses.figure_caption(n) for n in analyses.figure_names(plan)}}
     for name, caption in figures.items():
         for ext in ("png", "pdf"):
@@ -115,7 +128,8 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
                   report_dir: str | os.PathLike | None = None,
                   only: set[str] | None = None) -> list[Path]:
     """Regenerate every table (CSV, Markdown, LaTeX), the derived claims and every figure
-    (`only`: just the tables and figures of these names, and the claims).
+    (`only`: just the tables and figures of these names, and the claims); the papers' own only
+    where the experiment `reproduces_papers`.
 
     Whatever per-run results exist are used; missing ones show as "pending". Returns the paths
     written (without `only`, exactly `artifacts(plan, results_dir, figures_dir)`'s paths).
@@ -129,15 +143,17 @@ def build_results(plan: Plan, results_dir: str | os.PathLike,
 
     ctx = Context(plan, results_dir, work_dir)
     tables_dir = Path(results_dir) / "tables"
+    papers = reproduces_papers(plan)
     written: list[Path] = []
-    for name in regenerated_tables(plan):
+    for name in regenerated_tables(plan, papers):
         if only is None or name in only:
             written += write_table(build_table(ctx, name), tables_dir)
-    written += write_claims(claims.derived_claims(ctx), tables_dir)
+    if papers:
+        written += write_claims(claims.derived_claims(ctx), tables_dir)
     for name in analyses.table_names(plan):
         if only is None or name in only:
             written += analyses.write_plain_table(analyses.build_table(ctx, name), tables_dir)
-    for name in FIGURES:
+    for name in FIGURES if papers else ():
         if only is None or name in only:
             written += write_figure(ctx, name, Path(figures_dir))
     for name in analyses.figure_names(plan):

@@ -72,17 +72,21 @@ NOT_REGENERATED = {
 EXTRA_TABLES = ["hourglass_fig5_decode_latency", "hourglass_longctx"]
 
 
-def regenerated_tables(plan: Plan) -> list[str]:
-    """Every table the project writes, in a fixed order: paper_values order, then extra tables,
-    then any other table named in `tables:` of a run (sorted). Independent of finished runs."""
+def paper_tables() -> list[str]:
+    """The papers' tables the project regenerates: paper_values order, then EXTRA_TABLES."""
     names = [t for t in reference.tables() if t not in NOT_REGENERATED]
-    for t in EXTRA_TABLES:
-        if t not in names:
-            names.append(t)
+    return names + [t for t in EXTRA_TABLES if t not in names]
+
+
+def regenerated_tables(plan: Plan, papers: bool = True) -> list[str]:
+    """Every table the experiment writes, in a fixed order: the papers' tables (paper_values
+    order, then extra tables) if ``papers`` (shapelm.results.reproduces_papers), then any other
+    table named in `tables:` of a run (sorted). Independent of finished runs."""
+    names = paper_tables() if papers else []
     from shapelm.results.plain import LISTED_NAMES, TABLE_NAMES as PLAIN_TABLES  # shapelm.results.analyses
 
-    extra = sorted({t for run in plan.runs.values() for t in run["tables"]} - set(names) - set(PLAIN_TABLES)
-                   - set(LISTED_NAMES))
+    extra = sorted({t for run in plan.runs.values() for t in run["tables"]} - set(paper_tables())
+                   - set(PLAIN_TABLES) - set(LISTED_NAMES))
     return names + extra
 
 
