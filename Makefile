@@ -84,19 +84,18 @@ endef
 # files: with --force-use-threads they run in Snakemake's own process rather than each in a new
 # one that reads the workflow again.
 FIELD ?= configs/field.yaml
+SNAKEMAKE_HERE = $(VENV)/bin/snakemake --cores $(CORES) --printshellcmds --rerun-incomplete --force-use-threads
 demo: env
 	@$(unlock_if_idle)
 	@set -u; pids=""; \
 	if [ -n "$(FIELD)" ]; then \
 	  mkdir -p logs/field; echo "the field's shapes ($(FIELD)) run beside it: logs/field/snakemake.log"; \
-	  $(VENV)/bin/snakemake --cores $(CORES) --configfile $(FIELD) --printshellcmds --rerun-incomplete \
-	    --force-use-threads > logs/field/snakemake.log 2>&1 & pids="$$pids $$!"; \
+	  $(SNAKEMAKE_HERE) --configfile $(FIELD) > logs/field/snakemake.log 2>&1 & pids="$$pids $$!"; \
 	fi; \
 	mkdir -p logs/paper; \
 	$(VENV)/bin/shapelm results build configs/paper.yaml --results-dir results/paper \
 	  --figures-dir paper_figures/paper --work-dir work/paper > logs/paper/results.log 2>&1 & pids="$$pids $$!"; \
-	rc=0; $(VENV)/bin/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete \
-	  --force-use-threads || rc=$$?; \
+	rc=0; $(SNAKEMAKE_HERE) --configfile $(CONFIG) || rc=$$?; \
 	for pid in $$pids; do wait $$pid || rc=$$?; done; \
 	if [ -n "$(FIELD)" ]; then tail -n 3 logs/field/snakemake.log; fi; tail -n 1 logs/paper/results.log; \
 	exit $$rc
@@ -105,8 +104,7 @@ demo: env
 
 # The field's shapes alone (what `make demo` runs beside the default's DAG).
 field: env
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile configs/field.yaml --printshellcmds --rerun-incomplete \
-		--force-use-threads
+	$(SNAKEMAKE_HERE) --configfile $(or $(FIELD),configs/field.yaml)
 
 # Did this tree reproduce the committed numbers of CONFIG's experiment (see compare_with_committed)?
 compare: env

@@ -8,13 +8,20 @@ import pytest
 from pipeline_helpers import ROOT, VENV_BIN, copy_repo, ensure_gpu_cluster, user_env
 
 
-def _snakemake(args, cwd, timeout, env=None):
-    cmd = ["timeout", "-s", "INT", "-k", "20", str(timeout), str(VENV_BIN / "snakemake"), *args]
-    proc = subprocess.run(cmd, cwd=cwd, env=env or user_env(), capture_output=True, text=True)
+def _run(cmd, cwd, timeout, env=None):
+    """`cmd` in `cwd` under `timeout` (SIGINT, then SIGKILL 20 s later); on failure, the test
+    fails with its output and the tail of every job log under `cwd`/logs."""
+    proc = subprocess.run(["timeout", "-s", "INT", "-k", "20", str(timeout), *map(str, cmd)], cwd=cwd,
+                          env=env or user_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(Path(cwd, "logs").rglob("*.log")))
-        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}\n{logs}")
+        pytest.fail(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n"
+                    f"{proc.stderr[-6000:]}\n{logs}")
     return proc
+
+
+def _snakemake(args, cwd, timeout, env=None):
+    return _run([VENV_BIN / "snakemake", *args], cwd, timeout, env)
 
 
 @pytest.mark.slow
@@ -61,12 +68,7 @@ def test_make_demo_end_to_end(tmp_path):
     for exp in ("default", "field"):
         for committed in ("runs", "tables"):
             shutil.rmtree(repo / "results" / exp / committed, ignore_errors=True)
-    venv = VENV_BIN.parent
-    cmd = ["timeout", "-s", "INT", "-k", "20", "2400", "make", "demo", f"VENV={venv}"]
-    proc = subprocess.run(cmd, cwd=repo, env=user_env(), capture_output=True, text=True)
-    if proc.returncode != 0:
-        logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(Path(repo, "logs").rglob("*.log")))
-        pytest.fail(f"make demo failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}\n{logs}")
+    _run(["make", "demo", f"VENV={VENV_BIN.parent}"], repo, 2400)
     from shapelm.plan.build import load_plan
     from shapelm.results import artifacts
     from shapelm.results.compare import compare

@@ -324,9 +324,8 @@ class TokenStore:
             if checksum_algorithm(entry, f) == "xxh3_128":
                 fast = fast_hash()
                 digest_file(f, fast)
-                if fast.hexdigest() != entry["xxh3_128"]:
-                    raise DataError(f"{f}: xxh3_128 mismatch (manifest {entry['xxh3_128']}, "
-                                    f"file {fast.hexdigest()})")
+                if (got := fast.hexdigest()) != entry["xxh3_128"]:
+                    raise DataError(f"{f}: xxh3_128 mismatch (manifest {entry['xxh3_128']}, file {got})")
                 continue
             want = entry["sha256"]
             key, size = str(f.resolve()), f.stat().st_size
