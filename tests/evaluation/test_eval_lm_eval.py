@@ -371,6 +371,9 @@ def _readme_lm_eval_line(row_title: str = "lm-eval on a shapelm checkpoint") -> 
     return row.split("`")[1]
 
 
+# Two lm-eval command lines as the README types them (~25 s, each a fresh lm-eval with transformers):
+# end to end, with the other README commands in .ci/run.
+@pytest.mark.slow
 def test_the_readme_lm_eval_line_runs_as_typed_on_a_workflow_run(world, tmp_path, monkeypatch, capsys):
     """The README's command on a run directory laid out as the workflow leaves it (training
     manifest naming its token directory, the corpus' tokenizer beside that, the downstream job's

@@ -1,6 +1,7 @@
 """The decoder: shapes, parameter accounting vs the built module, masking, losses, errors."""
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -94,6 +95,31 @@ def test_evaluation_sums_the_loss_chunks_without_checkpoint(monkeypatch):
     assert calls == []
     model(x, x, return_logits=False, loss_chunk_tokens=7)  # training still recomputes each chunk
     assert len(calls) == 5
+
+
+def test_materialize_lays_out_what_to_empty_does_without_loading_sympy():
+    # to_empty's empty_like of a meta tensor runs torch's Python reference, which imports sympy
+    # (0.3 s of every trainer's start); materialize allocates the same tensors directly
+    import subprocess
+    import sys
+
+    from shapelm.model.transformer import materialize
+
+    cfg = build_model_config(tiny_arch(kind="hourglass", k=2, d_attn=16))
+    ours = materialize(build_model(cfg, "meta"), "cpu")
+    theirs = build_model(cfg, "meta").to_empty(device="cpu")
+    layout = lambda m: [(n, type(t), t.shape, t.stride(), t.dtype, t.device, t.requires_grad)  # noqa: E731
+                        for n, t in [*m.named_parameters(), *m.named_buffers()]]
+    assert layout(ours) == layout(theirs) and not any(t.is_meta for t in ours.parameters())
+    code = ("import sys, torch\n"
+            "from types import SimpleNamespace\n"
+            "from shapelm.model.builders import build_model_config\n"
+            "from shapelm.train.parallel import initial_state\n"
+            "sys.path.insert(0, 'tests')\n"
+            "from model_helpers import tiny_arch\n"
+            "initial_state(build_model_config(tiny_arch()), SimpleNamespace(seed=3))\n"
+            "assert 'sympy' not in sys.modules, 'sympy loaded'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_init_is_truncated_normal_002():

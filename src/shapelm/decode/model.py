@@ -23,7 +23,7 @@ from shapelm.errors import ShapelmError
 from shapelm.model.config import ModelConfig
 from shapelm.model.titans import NeuralMemory
 from shapelm.model.layers import RMSNorm
-from shapelm.model.transformer import Transformer, build_model
+from shapelm.model.transformer import Transformer, build_model, materialize
 
 try:  # skips torch's initialisers on meta tensors (values are drawn after materialising)
     from shapelm.model.transformer import _skip_init
@@ -80,7 +80,7 @@ def build_decode_model(
             for i, block in enumerate(model.layers):
                 if block.attn is not None:
                     block.attn = MLAAttention(dataclasses.replace(cfg, d_model=cfg.width(i)), cfg.layers[i].attention, i, mla)
-    model = model.to(dtype=dtype).to_empty(device=device)
+    model = materialize(model.to(dtype=dtype), device)
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():

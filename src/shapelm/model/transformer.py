@@ -276,6 +276,14 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "cpu") -> Transfo
         return Transformer(cfg)
 
 
+def materialize(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """Allocate a meta-built module's tensors on `device`, uninitialised, as `Module.to_empty`
+    does (same shapes, strides and dtypes). `to_empty`'s `empty_like` of a meta tensor runs torch's
+    Python reference, whose first call imports sympy: 0.3 s of every trainer's start for nothing.
+    (FSDP's sharded parameters are DTensors, which load sympy anyway: they use `to_empty`.)"""
+    return model._apply(lambda t: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device))
+
+
 @contextlib.contextmanager
 def _skip_init():
     """torch's default initialisers on meta tensors load its decomposition machinery (tens of

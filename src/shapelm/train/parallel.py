@@ -18,7 +18,7 @@ from shapelm.errors import ConfigError, ShapelmError
 from shapelm.model.compile import compile_blocks, should_compile
 from shapelm.model.config import ModelConfig
 from shapelm.model.init import init_parameters
-from shapelm.model.transformer import build_model
+from shapelm.model.transformer import build_model, materialize
 from shapelm.train.distributed import DistEnv
 from shapelm.train.schedule import param_groups
 
@@ -32,7 +32,7 @@ def autocast_dtype(recipe: TrainRecipe, device: torch.device) -> torch.dtype | N
 def initial_state(cfg: ModelConfig, recipe: TrainRecipe) -> dict[str, torch.Tensor]:
     """The seeded float32 init drawn on the CPU, as a full state dict (what every CPU rank's shard
     holds, whatever the world size; a GPU rank draws the same blocks with CUDA's generator)."""
-    model = build_model(cfg, "meta").to_empty(device="cpu")
+    model = materialize(build_model(cfg, "meta"), "cpu")
     init_parameters(model, recipe.seed)
     return model.state_dict()
 
@@ -76,7 +76,7 @@ def build_parallel(cfg: ModelConfig, recipe: TrainRecipe, env: DistEnv, full_sta
                 options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
             )
         return model, model
-    model.to_empty(device=env.device)
+    materialize(model, env.device)
     if full_state is None:
         init_parameters(model, recipe.seed)
     else:
