@@ -54,10 +54,10 @@ def hand_matched_count(widths, h, vocab, input_at_h=True, output_at_h=True):
 
 def hand_held_count(widths, h, vocab, n_heads=16, input_at_h=True, output_at_h=True):
     """Every weight the built model holds: the input embedding at h (or w_1), per layer Q/K/V/O
-    4 w^2, SwiGLU 12 w^2, two RMSNorms over w and the QK-norms (2 w), the final norm and the
-    unembedding at h (or w_L)."""
+    4 w^2, SwiGLU 12 w^2, two RMSNorms over w and the QK-norms (2 w), the final norm over w_L (the
+    stream as the last layer leaves it, as their code's ln_f) and the unembedding at h (or w_L)."""
     e_in, e_out = (h if input_at_h else widths[0]), (h if output_at_h else widths[-1])
-    return vocab * e_in + sum(16 * w * w + 4 * w for w in widths) + e_out + vocab * e_out
+    return vocab * e_in + sum(16 * w * w + 4 * w for w in widths) + widths[-1] + vocab * e_out
 
 
 #: (original_input_width, original_output_width): the paper's four placements of the embeddings
@@ -100,8 +100,9 @@ def test_built_model_holds_what_accounting_counts():
 
 @pytest.mark.parametrize("input_at_h, output_at_h", EMBEDDINGS)
 def test_forward_resizes_by_zero_padding_and_truncation(input_at_h, output_at_h):
-    """An independent forward: the layers run on the stream zero-padded / cut to their width; an
-    embedding at the first (last) layer's width needs no resize at that end."""
+    """An independent forward: the layers run on the stream zero-padded / cut to their width, the
+    final norm on the last layer's output, then cut to the unembedding; an embedding at the first
+    (last) layer's width needs no resize at that end."""
     model = randomized(build_model_config({**TINY, **embeddings_arch(input_at_h, output_at_h)}))
     out = 64 if output_at_h else 80
     x = ids(seq=12)
@@ -114,8 +115,39 @@ def test_forward_resizes_by_zero_padding_and_truncation(input_at_h, output_at_h)
             h = torch.cat([h, h.new_zeros(*h.shape[:-1], w - h.shape[-1])], -1) if w > h.shape[-1] else h[..., :w]
             cos, sin = model._cos_sin(block.attn.shape.head_dim, positions, h.dtype)
             h = block(h, cos, sin)
-        logits = model.lm_head(model.norm(h[..., :out]))
+        logits = model.lm_head(model.norm(h)[..., :out])
         torch.testing.assert_close(model(x).logits, logits, rtol=0, atol=0)
+
+
+def test_move_up_widens_from_the_newest_earlier_state_that_has_the_channels():
+    """Their dense configs' `expand_method: move_up`, written out: widths 80, 48, 32, 80; the last
+    layer's input is layer 3's 32 channels, then channels 32-47 of layer 2's output, then 48-79 of
+    layer 1's. A resize to a width no earlier state reaches pads the rest with zeros."""
+    from shapelm.model.layers import resize
+
+    cfg = build_model_config({**TINY, "resize": "move_up"})
+    assert cfg.resize == "move_up" and cfg.to_dict()["resize"] == "move_up"
+    assert "resize" not in build_model_config(TINY).to_dict()  # zero: older fingerprints kept
+    model = randomized(cfg)
+    x = ids(seq=12)
+    with torch.no_grad():
+        states = [model.embed_tokens(x)]
+        positions = torch.arange(12)
+        for i, block in enumerate(model.layers):
+            h = states[-1]
+            if i == 0:
+                h = torch.cat([h, h.new_zeros(*h.shape[:-1], 16)], -1)  # 64 -> 80: no earlier state is wider
+            elif i == 3:
+                h = torch.cat([h, states[2][..., 32:48], states[1][..., 48:80]], -1)
+            else:
+                h = h[..., :block.width]
+            cos, sin = model._cos_sin(block.attn.shape.head_dim, positions, h.dtype)
+            states.append(block(h, cos, sin))
+        logits = model.lm_head(model.norm(states[-1])[..., :64])
+        torch.testing.assert_close(model(x).logits, logits, rtol=0, atol=0)
+        a, b = torch.ones(1, 2), torch.full((1, 3), 2.0)
+        assert resize(a, 5, [a, b]).tolist() == [[1, 1, 2, 0, 0]]
+    assert not torch.equal(model(x).logits, randomized(build_model_config(TINY))(x).logits)
 
 
 def test_flops_and_kv_bytes_follow_each_layer_width():
@@ -127,13 +159,21 @@ def test_flops_and_kv_bytes_follow_each_layer_width():
     for w in widths:
         one = ModelConfig(vocab_size=V, d_model=w, layers=[cfg.layers[widths.index(w)]])
         per_layer.append(flops_per_token(one, 64, vocab_size=1).forward - 7 * w - 2 * w)  # less its head, norm
-    head = 7 * 64 + 2 * 64 * V
+    head = 7 * 80 + 2 * 64 * V  # the final norm over the last layer's 80 channels, the head over h
     assert flops_per_token(cfg, 64).forward == pytest.approx(sum(per_layer) + head, rel=1e-12)
 
 
 @pytest.mark.parametrize("input_at_h, output_at_h", EMBEDDINGS)
 def test_cached_decode_equals_full_forward(input_at_h, output_at_h):
     assert_cached_decode_matches(randomized(build_model_config({**TINY, **embeddings_arch(input_at_h, output_at_h)})))
+
+
+def test_move_up_decodes_and_exports_exactly(tmp_path):
+    # each token's earlier states are its own: the cache changes nothing; remote code, same bits
+    model = randomized(build_model_config({**TINY, "resize": "move_up"}))
+    assert_cached_decode_matches(model)
+    hf = assert_remote_export_exact(tmp_path, model, "variable_width")
+    assert hf.config.resize == "move_up"
 
 
 @pytest.mark.parametrize("input_at_h, output_at_h", EMBEDDINGS)
@@ -155,9 +195,10 @@ def test_embeddings_at_layer_widths_hold_a_hand_count(input_at_h, output_at_h):
     hand = hand_held_count(widths, 64, V, 2, input_at_h, output_at_h)
     assert model.num_parameters() == param_counts(cfg).total == hand
     assert model.embed_tokens.weight.shape == (V, 64 if input_at_h else 80)
-    assert model.lm_head.weight.shape == (V, 64 if output_at_h else 80) == (V, model.norm.weight.shape[0])
-    # the LM head's FLOPs follow its width
-    assert output_layer_forward_flops(cfg) == 7 * cfg.output_width + 2 * cfg.output_width * V
+    assert model.lm_head.weight.shape == (V, 64 if output_at_h else 80)
+    assert model.norm.weight.shape == (80,)  # the last layer's width, wherever the unembedding is
+    # the LM head's FLOPs follow its width, the final norm's the last layer's
+    assert output_layer_forward_flops(cfg) == 7 * 80 + 2 * cfg.output_width * V
 
 
 #: The 200M config's widths with each placement of the embeddings: the match moves them (an
@@ -294,3 +335,42 @@ def test_explicit_layers_take_their_own_width():
     assert spelled.layers == vw.layers
     with pytest.raises(ConfigError, match=r"arch\.layers\[1\]\.d_model"):
         build_model_config({"kind": "explicit", "d_model": 64, "layers": [entries[0], {**entries[1], "d_model": 0}]})
+
+
+def hand_constant_stream_count(widths, h, vocab, held=False):
+    """A constant residual stream (their `constant_residual_stream`), written out: both embeddings
+    at h; layer i's Q/K/V map h to w_i and O back (4 h w_i), the SwiGLU's gate and up h to 4 w_i and
+    down back (12 h w_i). Held also: two RMSNorms over h and the QK-norms over w_i (2 w_i) per
+    layer, the final norm over h."""
+    n = 2 * vocab * h + sum(16 * h * w for w in widths)
+    return n + (sum(2 * h + 2 * w for w in widths) + h if held else 0)
+
+
+@pytest.mark.parametrize("size", list(PAPER))
+def test_constant_residual_stream_matches_its_baseline(size):
+    h, n_layers, k, _ = PAPER[size]
+    cfg = build_model_config({**paper_arch(h, n_layers, k), "constant_residual_stream": True})
+    widths = [layer.attention.d_attn for layer in cfg.layers]
+    assert all(layer.d_model is None for layer in cfg.layers) and not cfg.variable_width  # the stream stays at h
+    assert min(widths) == round(0.3 * h / 32) * 32 and widths[0] == widths[-1]
+    baseline = hand_constant_stream_count([h] * n_layers, h, VOCAB)
+    assert baseline == hand_matched_count([h] * n_layers, h, VOCAB)  # the same uniform model
+    assert abs(hand_constant_stream_count(widths, h, VOCAB) / baseline - 1) < 0.005
+    assert param_counts(cfg).total == hand_constant_stream_count(widths, h, VOCAB, held=True)
+
+
+def test_constant_residual_stream_builds_decodes_and_exports(tmp_path):
+    cfg = build_model_config({**TINY, "constant_residual_stream": True})
+    widths = [layer.attention.d_attn for layer in cfg.layers]
+    model = randomized(cfg)
+    assert model.num_parameters() == param_counts(cfg).total == hand_constant_stream_count(widths, 64, V, held=True)
+    assert model.layers[0].attn.q_proj.weight.shape == (widths[0], 64)
+    assert_cached_decode_matches(model)
+    assert_remote_export_exact(tmp_path, model, "variable_width")
+
+
+@pytest.mark.parametrize("key, value", [("original_output_width", False), ("original_input_width", False),
+                                        ("resize", "move_up")])
+def test_constant_residual_stream_refuses_a_resize_or_an_embedding_at_a_layer_width(key, value):
+    with pytest.raises(ConfigError, match=f"arch.{key}: a constant residual stream"):
+        build_model_config({**TINY, "constant_residual_stream": True, key: value}, where="arch")

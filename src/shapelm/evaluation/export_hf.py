@@ -157,6 +157,7 @@ def remote_config(cfg: ModelConfig, eos_id: int | None = None) -> dict:
         "loops": cfg.loops,
         "original_input_width": cfg.original_input_width,
         "original_output_width": cfg.original_output_width,
+        "resize": cfg.resize,
         "max_position_embeddings": cfg.max_seq_len,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": cfg.rope_scaling,

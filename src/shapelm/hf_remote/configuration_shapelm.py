@@ -17,6 +17,7 @@ class ShapelmConfig(PretrainedConfig):
         loops=1,
         original_input_width=True,
         original_output_width=True,
+        resize="zero",
         max_position_embeddings=4096,
         rope_theta=500000.0,
         rope_scaling=None,
@@ -34,10 +35,11 @@ class ShapelmConfig(PretrainedConfig):
         self.hidden_size = hidden_size
         self.layers = list(layers or [])
         self.loops = loops  # looped blocks: the stored layers run `loops` rounds
-        # variable residual width: false puts the input embedding (the final norm and the
-        # unembedding) at the first (last) layer's width instead of hidden_size
+        # variable residual width: false puts the input embedding (the unembedding) at the first
+        # (last) layer's width instead of hidden_size
         self.original_input_width = original_input_width
         self.original_output_width = original_output_width
+        self.resize = resize  # how the stream widens between layers: "zero" or "move_up"
         self.num_hidden_layers = len(self.layers)
         self.max_position_embeddings = max_position_embeddings
         self.rope_theta = rope_theta

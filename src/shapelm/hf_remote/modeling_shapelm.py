@@ -356,12 +356,26 @@ def _ffn(d, layer, j):
     return CMSLevel(d, width, layer["cms_chunks"][j], layer["cms_lr"], layer["cms_momentum"], layer["cms_decay"])
 
 
-def resize(x, width):
-    """Variable residual width: zero-pad the residual stream up to `width` or keep its first channels."""
+def resize(x, width, earlier=()):
+    """Variable residual width: keep the stream's first `width` channels, or widen it: zero-pad
+    ("zero"), or with `earlier` (the stream's earlier states, newest first: "move_up") take each
+    added channel from the newest earlier state that has it, zeros where none has."""
     d = x.shape[-1]
-    if d == width:
-        return x
-    return F.pad(x, (0, width - d)) if d < width else x[..., :width]
+    if d >= width:
+        return x if d == width else x[..., :width]
+    parts, filled = [x], d
+    for state in earlier:
+        if state.shape[-1] > filled:
+            end = min(state.shape[-1], width)
+            parts.append(state[..., filled:end])
+            filled = end
+            if filled == width:
+                break
+    if len(parts) == 1:
+        return F.pad(x, (0, width - d))
+    if filled < width:
+        parts.append(x.new_zeros(*x.shape[:-1], width - filled))
+    return torch.cat(parts, dim=-1)
 
 
 class _LayerConfig:
@@ -446,7 +460,8 @@ class ShapelmModel(ShapelmPreTrainedModel):
         input_width, self.output_width = embedding_widths(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, input_width)
         self.layers = nn.ModuleList(Block(config, layer) for layer in config.layers)
-        self.norm = RMSNorm(self.output_width, config.rms_norm_eps)
+        # the final norm at the last layer's width; the stream is resized to the unembedding after it
+        self.norm = RMSNorm(config.layers[-1].get("d_model") or config.hidden_size, config.rms_norm_eps)
         self.post_init()
 
     @property
@@ -492,6 +507,9 @@ class ShapelmModel(ShapelmPreTrainedModel):
             diagonal = torch.arange(past + s, device=x.device) == past + torch.arange(s, device=x.device)[:, None]
             mask = mask | diagonal[None, None]  # no empty rows
         rope = {}
+        widths = {layer.get("d_model") or self.config.hidden_size for layer in self.config.layers}
+        earlier = [x] if widths != {self.config.hidden_size} else None  # the stream after each layer
+        move_up = earlier is not None and getattr(self.config, "resize", "zero") == "move_up"
         cache_idx = 0  # the cache's layers are the attention layers as applied (a looped block's
         # every round has its own keys and values)
         for block in list(self.layers) * getattr(self.config, "loops", 1):  # looped blocks: round after round
@@ -501,9 +519,11 @@ class ShapelmModel(ShapelmPreTrainedModel):
                 freqs = position_ids.to(torch.float32)[..., None] * inv.to(x.device)
                 emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [b, 1, s, head_dim]
                 rope[block.attn.head_dim] = ((emb.cos() * factor).to(x.dtype), (emb.sin() * factor).to(x.dtype))
-            x = block(resize(x, block.width), rope, mask, cache, cache_idx)
+            x = block(resize(x, block.width, earlier[::-1] if move_up else ()), rope, mask, cache, cache_idx)
+            if earlier is not None:
+                earlier.append(x)
             cache_idx += block.attn is not None
-        return self.norm(resize(x, self.output_width))
+        return resize(self.norm(x), self.output_width, earlier[::-1] if earlier else ())
 
 
 class ShapelmForCausalLM(ShapelmPreTrainedModel, GenerationMixin):

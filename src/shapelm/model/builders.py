@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from shapelm.errors import ConfigError
 from shapelm.model.config import (
-    CMS_BASE_CHUNK, CMS_LR, GATES, MIXERS, NORM_PLACEMENTS, TITANS_DEFAULTS, TITANS_VARIANTS, AttentionShape,
-    LayerShape, ModelConfig,
+    CMS_BASE_CHUNK, CMS_LR, GATES, MIXERS, NORM_PLACEMENTS, RESIZES, TITANS_DEFAULTS, TITANS_VARIANTS,
+    AttentionShape, LayerShape, ModelConfig,
 )
 
 # Keys every kind accepts: global model settings.
@@ -144,6 +144,8 @@ def build_model_config(arch: dict[str, Any], where: str = "arch") -> ModelConfig
         )
     settings["loops"] = spec.int("loops", 1)
     settings.update({key: spec.flag(key, True) for key in EMBEDDING_WIDTH_KEYS if key in keys})
+    if "resize" in keys:  # the stream's widening between layers (variable_width)
+        settings["resize"] = spec.choice("resize", RESIZES, "zero")
     try:
         return ModelConfig(d_model=spec.int("d_model"), layers=layers, **settings)
     except ConfigError as err:

@@ -17,6 +17,8 @@ from typing import Any
 from shapelm.errors import ConfigError
 
 NORM_PLACEMENTS = ("pre", "reordered")
+# How a variable-width residual stream widens (ModelConfig.resize, shapelm.model.layers.resize).
+RESIZES = ("zero", "move_up")
 #: A layer's token mixer. "gated_attention" is Qiu et al. 2025 (arXiv 2505.06708): softmax
 #: attention whose SDPA output is multiplied by sigmoid(x W_gate) before the output projection.
 #: "titans" is Behrouz et al. 2024 (arXiv 2501.00663): the neural long-term memory
@@ -97,8 +99,8 @@ class LayerShape:
     cms_momentum: float | None = None
     cms_decay: float | None = None
     # Variable residual width (arXiv 2606.18246): this layer's residual width, None = the model's
-    # d_model. The stream is resized to it before the layer and, after the last, to the
-    # unembedding's width (`ModelConfig.output_width`).
+    # d_model. The stream is resized to it before the layer and, after the last layer and the
+    # final norm, to the unembedding's width (`ModelConfig.output_width`).
     d_model: int | None = None
 
     def __post_init__(self) -> None:
@@ -168,10 +170,14 @@ class ModelConfig:
     # unrolled depth is loops * n_layers with the parameters of n_layers.
     loops: int = 1
     # Variable residual width (arXiv 2606.18246, its `original_input_width` / `original_output_width`):
-    # true keeps the input embedding (the unembedding and the final norm) at d_model, false puts it
+    # true keeps the input embedding (the unembedding) at d_model, false puts it
     # at the first (last) layer's own width, so no resize is needed at that end.
     original_input_width: bool = True
     original_output_width: bool = True
+    # How the stream widens between layers of other widths (arXiv 2606.18246's `expand_method`,
+    # `shapelm.model.layers.resize`): "zero" pads with zeros, "move_up" (their dense configs')
+    # takes each added channel from the newest earlier state of the stream that has it.
+    resize: str = "zero"
 
     def __post_init__(self) -> None:
         self.layers = [_coerce_layer(layer) for layer in self.layers]
@@ -199,6 +205,8 @@ class ModelConfig:
         for key in ("original_input_width", "original_output_width"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"{key} must be true or false, got {getattr(self, key)!r}")
+        if self.resize not in RESIZES:
+            raise ConfigError(f"resize must be one of {list(RESIZES)}, got {self.resize!r}")
         if self.loops > 1 and self.has_recurrent_state:
             raise ConfigError("loops: a layer with a recurrent state (titans, hope_attention) cannot be looped")
         for key in ("rope_theta", "norm_eps", "init_std"):  # a checkpoint's config, not only the schema's
@@ -251,9 +259,14 @@ class ModelConfig:
 
     @property
     def output_width(self) -> int:
-        """The final norm's and the unembedding's width: d_model, or the last layer's with
-        `original_output_width` false."""
+        """The unembedding's width: d_model, or the last layer's with `original_output_width` false."""
         return self.d_model if self.original_output_width else self.width(self.n_layers - 1)
+
+    @property
+    def final_norm_width(self) -> int:
+        """The final norm's width: the last layer's. It normalises the stream as the last layer
+        leaves it; the stream is resized to `output_width` after it (arXiv 2606.18246's code)."""
+        return self.width(self.n_layers - 1)
 
     @property
     def variable_width(self) -> bool:
@@ -287,6 +300,8 @@ class ModelConfig:
         for key in ("original_input_width", "original_output_width"):
             if out[key]:  # the default (embeddings at d_model): older configs keep their fingerprints
                 del out[key]
+        if out["resize"] == "zero":
+            del out["resize"]
         return out
 
     @classmethod

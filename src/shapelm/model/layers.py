@@ -7,7 +7,7 @@ activation checkpointing of a sub-step is spelled.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -18,13 +18,27 @@ from shapelm.model.config import LayerShape, ModelConfig
 from shapelm.model.rope import apply_rope
 
 
-def resize(x: torch.Tensor, width: int) -> torch.Tensor:
-    """The parameter-free resize of a variable-width residual stream (arXiv 2606.18246's zero
-    expansion): zero-pad the last axis up to `width`, or keep its first `width` channels."""
+def resize(x: torch.Tensor, width: int, earlier: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+    """The parameter-free resize of a variable-width residual stream (arXiv 2606.18246's
+    `expand_method`): keep the first `width` channels, or widen. `earlier` empty: zero-pad (their
+    "zero"). Else the stream's earlier states, newest first (their "move_up"): each added channel
+    is taken from the newest earlier state that has it, zeros where none has."""
     d = x.shape[-1]
-    if d == width:
-        return x
-    return F.pad(x, (0, width - d)) if d < width else x[..., :width]
+    if d >= width:
+        return x if d == width else x[..., :width]
+    parts, filled = [x], d
+    for state in earlier:
+        if state.shape[-1] > filled:
+            end = min(state.shape[-1], width)
+            parts.append(state[..., filled:end])
+            filled = end
+            if filled == width:
+                break
+    if len(parts) == 1:
+        return F.pad(x, (0, width - d))
+    if filled < width:
+        parts.append(x.new_zeros(*x.shape[:-1], width - filled))
+    return torch.cat(parts, dim=-1)
 
 
 def recomputed(fn, *args):

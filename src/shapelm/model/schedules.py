@@ -32,8 +32,8 @@ from shapelm.errors import ConfigError
 from shapelm.model.builders import (
     ATTENTION_KEYS, COMMON_KEYS, EMBEDDING_WIDTH_KEYS, Spec, _ffn_width, attention_shape, register,
 )
-from shapelm.model.config import AttentionShape, LayerShape
-from shapelm.model.variable_width import FFN_RATIO, RESIZES, solve_widths
+from shapelm.model.config import RESIZES, AttentionShape, LayerShape
+from shapelm.model.variable_width import FFN_RATIO, solve_widths
 from shapelm.model.variable_width import SCHEDULES as WIDTH_SCHEDULES
 
 __all__ = [
@@ -290,25 +290,33 @@ def blocks(spec: Spec) -> list[LayerShape]:
 
 VARIABLE_WIDTH_KEYS = (
     "d_model", "n_layers", "n_heads", "schedule", "max_layer", "bottleneck", "symmetric", "multiple",
-    "resize", *EMBEDDING_WIDTH_KEYS,
+    "resize", "constant_residual_stream", *EMBEDDING_WIDTH_KEYS,
 )
 
 
 @register("variable_width", VARIABLE_WIDTH_KEYS)
 def variable_width(spec: Spec) -> list[LayerShape]:
     """Per-layer residual widths (arXiv 2606.18246); each layer: n_heads heads of width h_i / n_heads
-    (d_attn = h_i) and one SwiGLU of width 4 h_i."""
+    (d_attn = h_i) and one SwiGLU of width 4 h_i. With `constant_residual_stream` the stream stays
+    at h and layer i maps it to h_i and back in its projections (no resize)."""
     h = spec.int("d_model")
     n_layers = spec.int("n_layers")
     n_heads = spec.int("n_heads")
     spec.choice("resize", RESIZES, "zero")
     # the embeddings' widths (ModelConfig fields, set by build_model_config) change the match
     embeddings = {key: spec.flag(key, True) for key in EMBEDDING_WIDTH_KEYS}
+    constant = spec.flag("constant_residual_stream", False)
+    if constant:  # the paper's solver asserts both embeddings at h; nothing is resized
+        for key in (*EMBEDDING_WIDTH_KEYS, "resize"):
+            if spec.has(key) and (key == "resize" or not embeddings[key]):
+                raise ConfigError(
+                    f"{spec.name(key)}: a constant residual stream keeps the embeddings at d_model and "
+                    f"resizes nothing ({spec.name('constant_residual_stream')} is true)")
     widths = solve_widths(
         h, n_layers, spec.int("vocab_size", COMMON_KEYS["vocab_size"]),
         schedule=spec.choice("schedule", WIDTH_SCHEDULES, "geometric"),
         max_layer=spec.int("max_layer"), bottleneck=spec.number("bottleneck"), symmetric=spec.flag("symmetric", True),
-        multiple=spec.int("multiple", 32), name=spec.name, **embeddings,
+        multiple=spec.int("multiple", 32), constant_residual_stream=constant, name=spec.name, **embeddings,
     )
     layers = []
     for i, w in enumerate(widths):
@@ -318,7 +326,8 @@ def variable_width(spec: Spec) -> list[LayerShape]:
                 f"even size (RoPE); choose n_heads or {spec.name('multiple')} so that 2 * n_heads divides it"
             )
         attn = AttentionShape(n_heads=n_heads, n_kv_heads=n_heads, head_dim=w // n_heads)
-        layers.append(LayerShape(attention=attn, ffn_widths=(FFN_RATIO * w,), d_model=None if w == h else w))
+        layers.append(LayerShape(attention=attn, ffn_widths=(FFN_RATIO * w,),
+                                 d_model=None if w == h or constant else w))
     return layers
 
 

@@ -139,7 +139,7 @@ class Transformer(nn.Module):
         # the embeddings' widths: d_model, or a variable-width model's first / last layer's
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.input_width)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
-        self.norm = RMSNorm(cfg.output_width, cfg.norm_eps)
+        self.norm = RMSNorm(cfg.final_norm_width, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.output_width, cfg.vocab_size, bias=False)
         # inv_freq per (head_dim, device): made on the device once, never copied per forward
         self._rope: dict[tuple[int, torch.device], tuple[torch.Tensor, float]] = {}
@@ -183,6 +183,10 @@ class Transformer(nn.Module):
         positions = torch.arange(start_pos, start_pos + input_ids.shape[1], device=input_ids.device)
         rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         n = len(self.layers)
+        # a variable-width stream as it leaves the embedding and each layer: where "move_up" (and
+        # the widening to the unembedding) takes added channels from, newest first
+        earlier = [x] if self.config.variable_width else None
+        move_up = earlier is not None and self.config.resize == "move_up"
         for i in range(n * self.config.loops):  # looped blocks: the stored layers, round after round
             block = self.layers[i % n]
             cache = kv_cache if kv_cache is None or i < n else _RoundCache(kv_cache, i - i % n)
@@ -192,8 +196,10 @@ class Transformer(nn.Module):
                 if hd not in rope_tables:
                     rope_tables[hd] = self._cos_sin(hd, positions, x.dtype)
                 cos, sin = rope_tables[hd]
-            x = block(resize(x, block.width), cos, sin, cache)
-        return self.norm(resize(x, self.config.output_width))
+            x = block(resize(x, block.width, earlier[::-1] if move_up else ()), cos, sin, cache)
+            if earlier is not None:
+                earlier.append(x)
+        return resize(self.norm(x), self.config.output_width, earlier[::-1] if earlier else ())
 
     def forward(
         self,

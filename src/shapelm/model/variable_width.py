@@ -2,12 +2,14 @@
 "variable_width" (registered in `shapelm.model.schedules`).
 
 Layer i (1-indexed) has its own residual width h_i; the residual stream is resized between
-layers without parameters (`shapelm.model.layers.resize`: zero-padding when it widens, truncation when it narrows).
+layers without parameters (`shapelm.model.layers.resize`, `ModelConfig.resize`: truncation when it
+narrows; zero-padding, or the paper's dense configs' `move_up`, when it widens). The final norm has
+the last layer's width h_L, and the stream is resized to the unembedding after it (the paper's code).
 By default the input embedding and the unembedding stay at the baseline width h (`ModelConfig.d_model`):
 the paper's `original_input_width` / `original_output_width` true, which its dense configs use. Either
 may be false (arch keys of the same name, `ModelConfig` fields): the input embedding then has the
-first layer's width h_1, the unembedding (and the final norm) the last layer's width h_L, and the
-stream is not resized at that end.
+first layer's width h_1, the unembedding the last layer's width h_L, and the stream is not resized
+at that end.
 
 Schedule (the paper's, around a 1-indexed turning layer k = `max_layer`, no duplicated turning layer):
   geometric:  h_1 = b, h_i = h_{i-1} * e for 2 <= i <= k, then h_i = h_{i-1} * r for i > k
@@ -28,6 +30,11 @@ and nothing is discounted. e_out = h with `original_output_width`, and then, wit
 4 h_L (h_L - h) of the last layer's MLP outputs are cut before the unembedding; otherwise
 e_out = h_L and nothing is discounted. The models built hold more (norms, and those columns):
 `accounting.param_counts`.
+
+Constant residual stream (the paper's `constant_residual_stream`): the stream keeps the width h;
+layer i's first projections (Q/K/V, the MLP's gate and up) map h to h_i and its last ones (O, down)
+h_i back to h, its norms stay at h: an ordinary layer of attention width h_i and SwiGLU width 4 h_i.
+Its matched count is 2 v h + 16 h sum(h_i) (both embeddings at h, nothing discounted).
 """
 
 from __future__ import annotations
@@ -37,14 +44,15 @@ import math
 from shapelm.errors import ConfigError
 
 SCHEDULES = ("geometric", "arithmetic")
-RESIZES = ("zero",)
 #: The SwiGLU width per unit of residual width in every layer (the paper's 4h MLP).
 FFN_RATIO = 4
 
 
 def matched_params(widths: list[float], h: float, vocab: int, *, original_input_width: bool = True,
-                   original_output_width: bool = True) -> float:
+                   original_output_width: bool = True, constant_residual_stream: bool = False) -> float:
     """The paper's matched parameter count for these widths (module docstring)."""
+    if constant_residual_stream:  # every projection maps h to h_i or back: 16 h h_i a layer
+        return 2.0 * vocab * h + sum(16.0 * h * w for w in widths)
     total = sum(16.0 * w * w for w in widths)
     total += vocab * (h if original_input_width else widths[0])
     total += vocab * (h if original_output_width else widths[-1])
@@ -76,13 +84,17 @@ def schedule_widths(base: float, schedule: str, rate: float, k: int, n_layers: i
 
 
 def _base_width(h: int, vocab: int, schedule: str, rate: float, k: int, n_layers: int, symmetric: bool,
-                original_input_width: bool, original_output_width: bool) -> float:
+                original_input_width: bool, original_output_width: bool,
+                constant_residual_stream: bool = False) -> float:
     """The base width b that matches the uniform baseline under `matched_params`.
 
     Widths are b * c_i, so the count is 16 b^2 S + embeddings - waste(b), where an embedding at
     h is constant and one at h_1 = b c_1 (h_L = b c_L) is linear in b: a quadratic on each side of
-    the thresholds b c_1 > h, b c_L > h; the root consistent with its side is taken."""
+    the thresholds b c_1 > h, b c_L > h; the root consistent with its side is taken. With a
+    constant residual stream the count, 2 v h + 16 h b sum(c_i), is linear: sum(h_i) = L h."""
     c = schedule_widths(1.0, schedule, rate, k, n_layers, symmetric)
+    if constant_residual_stream:
+        return n_layers * h / sum(c)
     target = matched_params([float(h)] * n_layers, h, vocab)
     lin0 = 0.0  # the terms linear in b from embeddings at a layer's width; constants go to target
     for original, c_end in ((original_input_width, c[0]), (original_output_width, c[-1])):
@@ -112,7 +124,7 @@ def _base_width(h: int, vocab: int, schedule: str, rate: float, k: int, n_layers
 def solve_widths(h: int, n_layers: int, vocab: int, *, schedule: str = "geometric", max_layer: int,
                  bottleneck: float, symmetric: bool = True, multiple: int = 32,
                  original_input_width: bool = True, original_output_width: bool = True,
-                 name=lambda key: key) -> list[int]:
+                 constant_residual_stream: bool = False, name=lambda key: key) -> list[int]:
     """Per-layer widths: rate solved for min(width) == bottleneck * h, base width rounded to an
     integer, widths rounded to `multiple` (module docstring)."""
     k = max_layer
@@ -126,7 +138,8 @@ def solve_widths(h: int, n_layers: int, vocab: int, *, schedule: str = "geometri
         return s if schedule == "geometric" else (s - 1.0) / max(k - 1, 1)
 
     def base(r: float) -> float:
-        return _base_width(h, vocab, schedule, r, k, n_layers, symmetric, original_input_width, original_output_width)
+        return _base_width(h, vocab, schedule, r, k, n_layers, symmetric, original_input_width, original_output_width,
+                           constant_residual_stream)
 
     def narrowest(s: float) -> float:
         r = rate(s)

@@ -36,9 +36,10 @@ formula that reproduces all 14 printed values (docs/PAPER_NOTES.md protocol 2):
 For MHA (q = kv = d_attn) the QKV and RoPE terms are the paper's 6*d*a and 7*a.
 
 Variable residual width (arXiv 2606.18246, LayerShape.d_model): every per-layer term takes the
-layer's own width as d; the input embedding `cfg.input_width`, the final norm and LM head
-`cfg.output_width` (d_model, or with `original_input_width` / `original_output_width` false the
-first / last layer's width). The resizes between layers (zero-padding, truncation) hold no
+layer's own width as d; the input embedding `cfg.input_width` and the LM head `cfg.output_width`
+(d_model, or with `original_input_width` / `original_output_width` false the first / last layer's
+width), the final norm the last layer's width (`cfg.final_norm_width`: the stream is resized to
+the LM head after it). The resizes between layers (truncation, zero-padding, "move_up") hold no
 parameters and are counted as 0 FLOPs. The KV cache follows each layer's attention shape
 (kv_width = n_kv_heads * head_dim, so it scales with the layer's width when its heads do).
 
@@ -89,7 +90,7 @@ def param_counts(cfg: ModelConfig, tie_embeddings: bool | None = None) -> ParamC
         for width in layer.ffn_widths:
             ffn += 3 * d * width + (d * d if layer.hope else 0)
             norm += d
-    norm += cfg.output_width  # final norm, at the unembedding's width
+    norm += cfg.final_norm_width  # final norm, at the last layer's width
     # untied: the input embedding and the unembedding, each at its own width (a variable-width
     # model's may be its first / last layer's); tied: one matrix (the reference recipes, one width)
     embedding = cfg.vocab_size * (cfg.d_model if tied else cfg.input_width + cfg.output_width)
@@ -222,7 +223,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, vocab_size: int | None = Non
 def output_layer_forward_flops(cfg: ModelConfig, vocab_size: int | None = None) -> float:
     """Forward FLOPs per token of the final norm and LM head (A.8; dense: 3x in training)."""
     vocab = cfg.vocab_size if vocab_size is None else vocab_size
-    return 7 * cfg.output_width + 2 * cfg.output_width * vocab
+    return 7 * cfg.final_norm_width + 2 * cfg.output_width * vocab
 
 
 def cms_update_flops_per_token(layer: LayerShape, d: int, level: int) -> float:
