@@ -11,6 +11,7 @@ import pytest
 
 from shapelm.plan.build import load_plan
 from shapelm.results import figures as FG
+from shapelm.results.figures import hourglass, lws, tapered  # noqa: F401  (loaded when drawn: FG.hourglass, ...)
 from shapelm.results import scaling
 from shapelm.results.context import Context
 from results_fixtures import fabricated_context

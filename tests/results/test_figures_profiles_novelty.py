@@ -12,6 +12,7 @@ from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results import artifacts
 from shapelm.results import figures as FG
+from shapelm.results.figures import hourglass, lws, tapered  # noqa: F401  (loaded when drawn: FG.hourglass, ...)
 from shapelm.results.context import Context
 
 ROOT = Path(__file__).resolve().parents[2]

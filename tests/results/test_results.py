@@ -395,6 +395,7 @@ def default_ctx(tmp_path_factory):
 
 def test_panels_without_configured_runs_say_so(default_ctx):
     from shapelm.results import figures as FG
+    from shapelm.results.figures import hourglass  # noqa: F401  (loaded when drawn: FG.hourglass)
 
     assert not default_ctx.runs_for_table("hourglass_fig3_906m_sweep")
     fig = FG.hourglass.fig3_906m_sweep(default_ctx)
@@ -405,6 +406,7 @@ def test_panels_without_configured_runs_say_so(default_ctx):
 
 def test_long_context_title_from_the_runs_and_ruler_on_its_scale(default_ctx):
     from shapelm.results import figures as FG
+    from shapelm.results.figures import hourglass  # noqa: F401  (loaded when drawn: FG.hourglass)
 
     fig = FG.hourglass.longctx(default_ctx)
     runs = default_ctx.runs_for_table("hourglass_longctx")
@@ -417,6 +419,7 @@ def test_long_context_title_from_the_runs_and_ruler_on_its_scale(default_ctx):
 
 def test_figure4_puts_ours_on_its_own_axis_marked_scaled(default_ctx):
     from shapelm.results import figures as FG
+    from shapelm.results.figures import hourglass  # noqa: F401  (loaded when drawn: FG.hourglass)
 
     fig = FG.hourglass.fig4_compute_fit(default_ctx)
     paper_ax, ours_ax = fig.axes  # ours in a panel of its own: another quantity than the paper's 5-task mean
@@ -430,6 +433,7 @@ def test_figure4_puts_ours_on_its_own_axis_marked_scaled(default_ctx):
 
 def test_figure5_has_a_tick_at_the_papers_64k_point(default_ctx):
     from shapelm.results import figures as FG
+    from shapelm.results.figures import hourglass  # noqa: F401  (loaded when drawn: FG.hourglass)
 
     fig = FG.hourglass.fig5_decode_latency(default_ctx)
     assert 65536 in list(fig.axes[0].get_xticks())
@@ -519,3 +523,19 @@ def test_every_table_is_rendered_as_html_for_the_report(tmp_path):
         assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "<th>" in page, name
         assert parser.cells, name
     assert "pending" in (tmp_path / "r" / "tables" / "hourglass_table2.html").read_text()
+
+
+def test_listing_the_artifacts_loads_no_pyplot():
+    # every `snakemake` start lists them (results.smk): the figures' drawing code, pyplot and the
+    # papers' modules, load only when a figure is drawn
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from shapelm.plan.build import load_plan\n"
+            "from shapelm.results import artifacts\n"
+            "from shapelm.results.figures import FIGURES\n"
+            f"assert artifacts(load_plan({str(ROOT / 'configs' / 'default.yaml')!r}))\n"
+            "loaded = [m for m in ('matplotlib.pyplot', 'shapelm.results.figures.hourglass') if m in sys.modules]\n"
+            "assert not loaded, loaded\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

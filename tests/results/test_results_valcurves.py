@@ -14,6 +14,7 @@ import pytest
 from shapelm.plan.build import load_plan
 from shapelm.plan.experiment import load_experiment
 from shapelm.results import figures as FG
+from shapelm.results.figures import hourglass, lws, tapered  # noqa: F401  (loaded when drawn: FG.hourglass, ...)
 from shapelm.results.context import Context
 from shapelm.results.readers import HELDOUT_SPLIT, read_metrics_jsonl, val_records
 from shapelm.results.render import write_table
