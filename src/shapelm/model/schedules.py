@@ -32,7 +32,7 @@ from shapelm.errors import ConfigError
 from shapelm.model.builders import (
     ATTENTION_KEYS, COMMON_KEYS, EMBEDDING_WIDTH_KEYS, Spec, _ffn_width, attention_shape, register,
 )
-from shapelm.model.config import RESIZES, AttentionShape, LayerShape
+from shapelm.model.config import AttentionShape, LayerShape
 from shapelm.model.variable_width import FFN_RATIO, solve_widths
 from shapelm.model.variable_width import SCHEDULES as WIDTH_SCHEDULES
 
@@ -302,16 +302,16 @@ def variable_width(spec: Spec) -> list[LayerShape]:
     h = spec.int("d_model")
     n_layers = spec.int("n_layers")
     n_heads = spec.int("n_heads")
-    spec.choice("resize", RESIZES, "zero")
+    # (`resize` is read into ModelConfig by build_model_config, which checks its value)
     # the embeddings' widths (ModelConfig fields, set by build_model_config) change the match
     embeddings = {key: spec.flag(key, True) for key in EMBEDDING_WIDTH_KEYS}
     constant = spec.flag("constant_residual_stream", False)
-    if constant:  # the paper's solver asserts both embeddings at h; nothing is resized
-        for key in (*EMBEDDING_WIDTH_KEYS, "resize"):
-            if spec.has(key) and (key == "resize" or not embeddings[key]):
-                raise ConfigError(
-                    f"{spec.name(key)}: a constant residual stream keeps the embeddings at d_model and "
-                    f"resizes nothing ({spec.name('constant_residual_stream')} is true)")
+    # the paper's solver asserts both embeddings at h with a constant stream; nothing is resized
+    refused = [key for key in EMBEDDING_WIDTH_KEYS if not embeddings[key]] + ["resize"] * spec.has("resize")
+    if constant and refused:
+        raise ConfigError(
+            f"{spec.name(refused[0])}: a constant residual stream keeps the embeddings at d_model and "
+            f"resizes nothing ({spec.name('constant_residual_stream')} is true)")
     widths = solve_widths(
         h, n_layers, spec.int("vocab_size", COMMON_KEYS["vocab_size"]),
         schedule=spec.choice("schedule", WIDTH_SCHEDULES, "geometric"),
